@@ -1,0 +1,49 @@
+/**
+ * The cpu device's kernels: thin adapters from the kernel signatures (devices/kernels.ts) to the
+ * native addon's ABI (./native.ts). No math happens here. The addon is loaded on first use, so a
+ * missing build is reported when a cpu op runs, with how to fix it.
+ */
+import type { KernelSignatures } from "../kernels.js";
+import type { Tensor } from "../../tensor/tensor.js";
+import { BINARY, DTYPE_CODE, REDUCE, UNARY, native } from "./native.js";
+
+/** Bytes of `t` starting at its element [0, …, 0]. */
+function buf(t: Tensor): Uint8Array {
+  return (t.storage.handle as Uint8Array).subarray(t.byteOffset);
+}
+const code = (t: Tensor) => DTYPE_CODE[t.dtype];
+const strides = (t: Tensor) => t.strides as number[];
+const shape = (t: Tensor) => t.shape as number[];
+const rowsOf = (t: Tensor) => t.numel / t.shape[t.ndim - 1];
+const last = (t: Tensor) => t.shape[t.ndim - 1];
+
+export function cpuKernels(): Partial<KernelSignatures> {
+  return {
+    copy: (src, dst) => native().copy(buf(src), code(src), strides(src), buf(dst), code(dst), strides(dst), shape(src)),
+    unary: (op, x, out) => native().unary(UNARY[op], buf(x), buf(out), x.numel),
+    binary: (op, a, b, out) => native().binary(BINARY[op], code(a), buf(a), strides(a), buf(b), strides(b), buf(out), shape(out)),
+    where: (c, a, b, out) => native().where(buf(c), strides(c), buf(a), strides(a), buf(b), strides(b), code(out), buf(out), shape(out)),
+    reduce: (op, x, out) => native().reduce(REDUCE[op], buf(x), code(x), buf(out), rowsOf(x), last(x)),
+    cumsum: (x, out) => native().cumsum(buf(x), code(x), buf(out), rowsOf(x), last(x)),
+    softmax: (x, out, log) => native().softmax(buf(x), buf(out), rowsOf(x), last(x), log ? 1 : 0),
+    linear: (x, w, bias, out) =>
+      native().linear(buf(x), buf(w), code(w), bias ? buf(bias) : null, bias ? code(bias) : 0, buf(out), x.shape[0], w.shape[0], w.shape[1]),
+    matmul: (a, b, out) => native().matmul(buf(a), strides(a), buf(b), strides(b), buf(out), a.shape[0], a.shape[1], b.shape[2], a.shape[2]),
+    sdpa: (q, k, v, mask, out, p) => {
+      const [B, Hq, Lq, D] = q.shape, [, Hkv, Lk] = k.shape, Dv = v.shape[3];
+      native().sdpa(buf(q), strides(q), buf(k), strides(k), buf(v), strides(v), buf(out),
+        mask ? buf(mask) : null, mask ? strides(mask).slice(0, 3) : [0, 0, 0],
+        B, Hq, Hkv, Lq, Lk, D, Dv, p.scale, p.softcap, p.causalOffset, p.window);
+    },
+    rmsNorm: (x, w, out, eps, offset) => native().rmsNorm(buf(x), buf(w), code(w), buf(out), rowsOf(x), last(x), eps, offset),
+    layerNorm: (x, w, b, out, eps) =>
+      native().layerNorm(buf(x), w ? buf(w) : null, w ? code(w) : 0, b ? buf(b) : null, b ? code(b) : 0, buf(out), rowsOf(x), last(x), eps),
+    rotary: (x, cos, sin, out) => {
+      const [B, L, H, D] = x.shape;
+      native().rotary(buf(x), buf(cos), buf(sin), buf(out), B, L, H, D, cos.shape[2]);
+    },
+    embedding: (table, ids, out) => native().embedding(buf(table), code(table), table.shape[0], buf(ids), code(ids), buf(out), ids.numel, table.shape[1]),
+    sort: (x, values, indices, descending) => native().sort(buf(x), buf(values), buf(indices), rowsOf(x), last(x), descending ? 1 : 0),
+    topk: (x, k, values, indices) => native().topk(buf(x), buf(values), buf(indices), rowsOf(x), last(x), k),
+  };
+}

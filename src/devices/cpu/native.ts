@@ -1,0 +1,167 @@
+/**
+ * The cpu device's native addon (C++ in ./native, built by node-gyp at `npm install` into
+ * build/Release/tsorch_cpu.node). This file is the ABI: every function the addon exports is
+ * declared here, with its exact contract. All calls are synchronous and run to completion on the
+ * addon's thread pool (size: TSORCH_NUM_THREADS, else the machine's core count).
+ *
+ * Conventions for every function:
+ * - Buffers are TypedArrays of any kind (usually Uint8Array byte views). The addon reads the
+ *   pointer at the view's byteOffset; a buffer argument is "element 0" of that tensor. Buffers are
+ *   not required to be aligned beyond their element size; inputs and outputs never alias unless
+ *   stated.
+ * - dtype codes (DTYPE_CODE below): 0 float32, 1 float16, 2 bfloat16, 3 int32, 4 int64, 5 bool (u8).
+ * - Strides and shapes are plain JS arrays of integers, in elements (not bytes). Stride 0 means the
+ *   dimension is broadcast.
+ * - Float math is done in float32 (f16/bf16 are converted on load; bf16 rounding on store is
+ *   round-to-nearest-even, f16 likewise).
+ * - Invalid arguments (an id out of range, an unknown op code) throw a JS RangeError/TypeError with
+ *   a message naming the problem; the addon never crashes the process on bad input it can check.
+ */
+import { createRequire } from "node:module";
+import { fileURLToPath } from "node:url";
+import * as path from "node:path";
+
+export type Buf = ArrayBufferView;
+
+/** Unary ops on float32 (`unary`). gelu = exact erf form; gelu_tanh = tanh approximation. */
+export const UNARY = {
+  neg: 0, exp: 1, log: 2, sqrt: 3, rsqrt: 4, tanh: 5, sigmoid: 6, silu: 7, gelu: 8, gelu_tanh: 9,
+  abs: 10, sin: 11, cos: 12, relu: 13, softplus: 14, reciprocal: 15, square: 16, erf: 17,
+} as const;
+
+/** Binary ops (`binary`). Comparisons write bool (u8 0/1); logical_and/or take bool inputs. */
+export const BINARY = {
+  add: 0, sub: 1, mul: 2, div: 3, maximum: 4, minimum: 5, pow: 6,
+  eq: 7, ne: 8, lt: 9, le: 10, gt: 11, ge: 12, logical_and: 13, logical_or: 14,
+} as const;
+
+/** Last-axis reductions (`reduce`). argmax/argmin write int64; ties resolve to the first index. */
+export const REDUCE = { sum: 0, mean: 1, max: 2, min: 3, argmax: 4, argmin: 5, prod: 6 } as const;
+
+export const DTYPE_CODE = { float32: 0, float16: 1, bfloat16: 2, int32: 3, int64: 4, bool: 5 } as const;
+
+export interface NativeCpu {
+  /** Number of threads in the pool. */
+  numThreads(): number;
+  /** CPU features the addon detected and dispatches on, e.g. "avx512f avx512bf16 fma avx2". */
+  cpuFeatures(): string;
+
+  /**
+   * Strided copy with dtype conversion: for every index i of `shape`,
+   * dst[sum(i*dstStrides)] = convert(src[sum(i*srcStrides)]). Any dtype to any dtype
+   * (float -> int truncates toward zero; to bool is x != 0). Used for contiguous(), cast, cat.
+   */
+  copy(src: Buf, srcDtype: number, srcStrides: number[], dst: Buf, dstDtype: number,
+       dstStrides: number[], shape: number[]): void;
+
+  /** out[i] = op(x[i]) for i < n; x, out contiguous float32. out may alias x. */
+  unary(op: number, x: Buf, out: Buf, n: number): void;
+
+  /**
+   * Broadcasting binary op. a and b have the same dtype `dtype` (float32, int32, int64, or bool for
+   * logical ops) and are read through strides over `shape` (stride 0 = broadcast); out is
+   * contiguous over `shape`, of dtype `dtype` for arithmetic and bool for comparisons/logical.
+   * Integer division truncates toward zero; integer pow is not supported (TypeError).
+   */
+  binary(op: number, dtype: number, a: Buf, aStrides: number[], b: Buf, bStrides: number[],
+         out: Buf, shape: number[]): void;
+
+  /** out = cond ? a : b, broadcast through strides over `shape`; cond bool; a, b, out of `dtype`. */
+  where(cond: Buf, condStrides: number[], a: Buf, aStrides: number[], b: Buf, bStrides: number[],
+        dtype: number, out: Buf, shape: number[]): void;
+
+  /** Reduce the last axis of a contiguous [outer, n] tensor of `dtype` (float32, int32 or int64;
+   * sums of ints are int64, of floats float32) into out [outer]. */
+  reduce(op: number, x: Buf, dtype: number, out: Buf, outer: number, n: number): void;
+
+  /** Inclusive cumulative sum along the last axis of contiguous [outer, n]; dtype float32 or int64
+   * (in and out same dtype). */
+  cumsum(x: Buf, dtype: number, out: Buf, outer: number, n: number): void;
+
+  /** Row-wise softmax (log=0) or log_softmax (log=1) over the last axis of contiguous float32
+   * [rows, n]. -inf entries give 0; a row of all -inf gives all 0 (softmax) / -inf (log). */
+  softmax(x: Buf, out: Buf, rows: number, n: number, log: number): void;
+
+  /**
+   * out[m, n] = sum_k x[m, k] * w[n, k] (+ bias[n]): x float32 contiguous [M, K]; w [N, K]
+   * contiguous of wDtype (float32, float16 or bfloat16; kept as stored, converted in registers);
+   * bias null or [N] of biasDtype; out float32 [M, N]. This is nn.Linear / F.linear.
+   */
+  linear(x: Buf, w: Buf, wDtype: number, bias: Buf | null, biasDtype: number, out: Buf,
+         M: number, N: number, K: number): void;
+
+  /**
+   * Batched float32 matmul with arbitrary strides: for b < batch,
+   * out[b, m, n] = sum_k a[b*as0 + m*as1 + k*as2] * bm[b*bs0 + k*bs1 + n*bs2];
+   * out contiguous [batch, M, N].
+   */
+  matmul(a: Buf, aStrides: number[], b: Buf, bStrides: number[], out: Buf,
+         batch: number, M: number, N: number, K: number): void;
+
+  /**
+   * Scaled dot-product attention with grouped KV heads (Hq % Hkv == 0; query head h reads kv
+   * head floor(h / (Hq / Hkv))).
+   * q [B, Hq, Lq, D], k [B, Hkv, Lk, D], v [B, Hkv, Lk, Dv]: float32, read through 4 strides each
+   * (in the order B, H, L, D). out: float32 contiguous [B, Lq, Hq, Dv].
+   * score = (q . k) * scale; if softcap > 0: score = softcap * tanh(score / softcap);
+   * then masking: if causalOffset >= 0, key j is masked for query i when j > i + causalOffset;
+   * if window > 0, also when j <= i + causalOffset - window (sliding window of `window` keys);
+   * mask: null or a float32 additive mask read as mask[b*ms0 + h*ms1 + i*ms2 + j] (3 strides,
+   * stride 0 to broadcast), added after softcap. A query whose keys are all masked outputs zeros.
+   * Softmax in float32, then out = p @ v. Mirrors transformers' eager_attention_forward.
+   */
+  sdpa(q: Buf, qStrides: number[], k: Buf, kStrides: number[], v: Buf, vStrides: number[],
+       out: Buf, mask: Buf | null, maskStrides: number[],
+       B: number, Hq: number, Hkv: number, Lq: number, Lk: number, D: number, Dv: number,
+       scale: number, softcap: number, causalOffset: number, window: number): void;
+
+  /** RMSNorm over the last axis of contiguous float32 [rows, n]:
+   * out = x / sqrt(mean(x^2) + eps) * (offset + w); w [n] of wDtype (offset is 1 for Gemma). */
+  rmsNorm(x: Buf, w: Buf, wDtype: number, out: Buf, rows: number, n: number, eps: number,
+          offset: number): void;
+
+  /** LayerNorm over the last axis: out = (x - mean) / sqrt(var + eps) * w + b (biased variance);
+   * w, b [n] of their dtypes, either may be null (then 1 / 0). */
+  layerNorm(x: Buf, w: Buf | null, wDtype: number, b: Buf | null, bDtype: number, out: Buf,
+            rows: number, n: number, eps: number): void;
+
+  /**
+   * Rotary position embedding, transformers' rotate_half convention, on x float32 contiguous
+   * [B, L, H, D]; cos, sin float32 contiguous [B, L, R] (R = rotary dims <= D, even). For r < R/2:
+   * out[..r] = x[r]*cos[r] - x[r+R/2]*sin[r]; out[..r+R/2] = x[r+R/2]*cos[r+R/2] + x[r]*sin[r+R/2];
+   * dims >= R are copied unchanged. out may alias x.
+   */
+  rotary(x: Buf, cos: Buf, sin: Buf, out: Buf, B: number, L: number, H: number, D: number,
+         R: number): void;
+
+  /** Embedding lookup: out[i, :] = float32(table[ids[i], :]); table [V, dim] of tableDtype,
+   * ids int32 or int64 (idsDtype) of length n. An id outside [0, V) throws RangeError naming it. */
+  embedding(table: Buf, tableDtype: number, V: number, ids: Buf, idsDtype: number, out: Buf,
+            n: number, dim: number): void;
+
+  /** Row-wise sort of contiguous float32 [rows, n]; stable; values and int64 indices out. */
+  sort(x: Buf, outValues: Buf, outIndices: Buf, rows: number, n: number, descending: number): void;
+
+  /** Row-wise top-k (largest first, ties by lower index) of float32 [rows, n]; values float32 and
+   * int64 indices, each [rows, k]. */
+  topk(x: Buf, outValues: Buf, outIndices: Buf, rows: number, n: number, k: number): void;
+}
+
+let cached: NativeCpu | undefined;
+
+/** Load the addon (once). Throws a clear error when it was not built. */
+export function native(): NativeCpu {
+  if (cached) return cached;
+  const require = createRequire(import.meta.url);
+  const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../../../..");
+  const file = path.join(root, "build", "Release", "tsorch_cpu.node");
+  try {
+    cached = require(file) as NativeCpu;
+  } catch (e) {
+    throw new Error(
+      `the cpu device's native addon is missing or failed to load (${file}): run \`npm install\` ` +
+        `(it builds with node-gyp; needs g++, make and python3). Cause: ${(e as Error).message}`,
+    );
+  }
+  return cached;
+}

@@ -1,0 +1,34 @@
+/**
+ * What a backend provides to be a device: memory (allocate, upload, read back) and a sync point.
+ * Kernels are registered separately, per op, in ./kernels.ts. Everything above devices/ talks to a
+ * device only through this interface and the kernel registry.
+ */
+
+/** A block of device memory. `handle` is backend-specific (cpu: a Uint8Array; webgpu: a GPUBuffer). */
+export interface Storage {
+  readonly device: Device;
+  readonly handle: unknown;
+  readonly nbytes: number;
+}
+
+export interface Device {
+  /** Backend type, e.g. "cpu" or "webgpu": the key kernels are registered under. */
+  readonly type: string;
+  /** Full name, e.g. "cpu" or "webgpu:0"; what `tensor.device.name` prints. */
+  readonly name: string;
+  /** Allocate `nbytes` of uninitialised memory (nbytes may be 0). */
+  allocate(nbytes: number): Storage;
+  /**
+   * Storage holding `bytes`. A backend whose memory is host memory may use the bytes in place
+   * (no copy): the caller hands them over and must not modify them afterwards.
+   */
+  upload(bytes: Uint8Array): Storage;
+  /** Copy `nbytes` starting at byte `offset` of `storage` to the host, after pending work ends. */
+  read(storage: Storage, offset: number, nbytes: number): Promise<Uint8Array>;
+  /** Synchronous read, for devices whose memory the host can read directly (cpu). */
+  readSync?(storage: Storage, offset: number, nbytes: number): Uint8Array;
+  /** Wait until all work enqueued on this device has finished. */
+  synchronize(): Promise<void>;
+  /** Optional: give memory back early (otherwise the garbage collector frees it). */
+  release?(storage: Storage): void;
+}

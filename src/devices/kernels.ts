@@ -1,0 +1,93 @@
+/**
+ * The kernel registry: kernels keyed by (op, device type), as in TensorFlow.js's kernel_registry.
+ * Registration is explicit and a duplicate throws; a missing kernel throws
+ * "op X has no kernel on device Y". The front-end (tensor/ops.ts) validates arguments, computes
+ * output shapes and allocates outputs; a kernel only computes. Every signature below states what
+ * the front-end guarantees (contiguity, dtypes), so a backend implements no more than that.
+ */
+import type { Tensor } from "../tensor/tensor.js";
+
+export type UnaryOp =
+  | "neg" | "exp" | "log" | "sqrt" | "rsqrt" | "tanh" | "sigmoid" | "silu" | "gelu" | "gelu_tanh"
+  | "abs" | "sin" | "cos" | "relu" | "softplus" | "reciprocal" | "square" | "erf";
+export type BinaryOp =
+  | "add" | "sub" | "mul" | "div" | "maximum" | "minimum" | "pow"
+  | "eq" | "ne" | "lt" | "le" | "gt" | "ge" | "logical_and" | "logical_or";
+export type ReduceOp = "sum" | "mean" | "max" | "min" | "argmax" | "argmin" | "prod";
+
+export interface SdpaParams {
+  scale: number;
+  /** tanh soft-capping of scores (Gemma 2); 0 = off. */
+  softcap: number;
+  /** Causal masking: key j is masked for query i when j > i + causalOffset; -1 = no causal mask. */
+  causalOffset: number;
+  /** Sliding window size in keys (with causalOffset >= 0); 0 = unlimited. */
+  window: number;
+}
+
+/** The ops a device implements. `out` tensors are freshly allocated and contiguous unless noted. */
+export interface KernelSignatures {
+  /** dst[i] = cast(src[i]) over src's shape; both may be strided views (dst is written in place). */
+  copy(src: Tensor, dst: Tensor): void;
+  /** float32 contiguous x. */
+  unary(op: UnaryOp, x: Tensor, out: Tensor): void;
+  /** a, b: same dtype (float32/int32/int64, bool for logical ops), strided views already broadcast
+   * to out's shape. out: that dtype, or bool for comparisons. */
+  binary(op: BinaryOp, a: Tensor, b: Tensor, out: Tensor): void;
+  /** cond bool, a/b same dtype as out; all strided views broadcast to out's shape. */
+  where(cond: Tensor, a: Tensor, b: Tensor, out: Tensor): void;
+  /** Reduce the last axis of contiguous x [..., n] into out [...]. */
+  reduce(op: ReduceOp, x: Tensor, out: Tensor): void;
+  /** Inclusive cumsum over the last axis; x contiguous float32 or int64. */
+  cumsum(x: Tensor, out: Tensor): void;
+  /** Softmax (or log-softmax) over the last axis of contiguous float32 x. */
+  softmax(x: Tensor, out: Tensor, log: boolean): void;
+  /** out [M, N] f32 = x [M, K] f32 @ w[N, K]^T (+ bias[N]); w/bias float32, float16 or bfloat16. */
+  linear(x: Tensor, w: Tensor, bias: Tensor | null, out: Tensor): void;
+  /** out [B, M, N] = a [B, M, K] @ b [B, K, N]; a, b float32 strided 3-D views. */
+  matmul(a: Tensor, b: Tensor, out: Tensor): void;
+  /** q [B, Hq, Lq, D], k [B, Hkv, Lk, D], v [B, Hkv, Lk, Dv] float32 strided views; mask null or
+   * float32 additive, a view broadcast to [B, Hq, Lq, Lk] with unit last stride; out [B, Lq, Hq, Dv]. */
+  sdpa(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | null, out: Tensor, p: SdpaParams): void;
+  /** out = x * rsqrt(mean(x^2) + eps) * (offset + w) over the last axis; x contiguous float32. */
+  rmsNorm(x: Tensor, w: Tensor, out: Tensor, eps: number, offset: number): void;
+  /** LayerNorm over the last axis; x contiguous float32; w, b may be null. */
+  layerNorm(x: Tensor, w: Tensor | null, b: Tensor | null, out: Tensor, eps: number): void;
+  /** x [B, L, H, D] contiguous float32; cos/sin [B, L, R] contiguous float32; rotate_half style. */
+  rotary(x: Tensor, cos: Tensor, sin: Tensor, out: Tensor): void;
+  /** out [n, dim] float32 = table[ids]; table [V, dim] contiguous (any float dtype); ids contiguous
+   * int32/int64. Throws RangeError on an id outside [0, V). */
+  embedding(table: Tensor, ids: Tensor, out: Tensor): void;
+  /** Row-wise stable sort of contiguous float32 [..., n]; values and int64 indices. */
+  sort(x: Tensor, values: Tensor, indices: Tensor, descending: boolean): void;
+  /** Row-wise top-k (largest first) of contiguous float32 [..., n]; values and int64 indices. */
+  topk(x: Tensor, k: number, values: Tensor, indices: Tensor): void;
+}
+
+export type OpName = keyof KernelSignatures;
+
+const registry = new Map<string, Function>();
+
+/** Register `fn` as op `op` on devices of `deviceType`. A duplicate registration throws. */
+export function registerKernel<K extends OpName>(op: K, deviceType: string, fn: KernelSignatures[K]): void {
+  const key = `${op}/${deviceType}`;
+  if (registry.has(key)) throw new Error(`kernel for op '${op}' on device '${deviceType}' is already registered`);
+  registry.set(key, fn);
+}
+
+/** Register every kernel of a (partial) table. */
+export function registerKernels(deviceType: string, table: Partial<KernelSignatures>): void {
+  for (const [op, fn] of Object.entries(table)) registerKernel(op as OpName, deviceType, fn as never);
+}
+
+/** Look up a kernel; throws "op X has no kernel on device Y". */
+export function getKernel<K extends OpName>(op: K, deviceType: string): KernelSignatures[K] {
+  const fn = registry.get(`${op}/${deviceType}`);
+  if (!fn) throw new Error(`op '${op}' has no kernel on device '${deviceType}'`);
+  return fn as KernelSignatures[K];
+}
+
+/** Ops registered for a device type (for diagnostics and the conformance suite). */
+export function registeredOps(deviceType: string): OpName[] {
+  return [...registry.keys()].filter((k) => k.endsWith(`/${deviceType}`)).map((k) => k.split("/")[0] as OpName);
+}

@@ -1,0 +1,107 @@
+/** Resolve a model name (local folder or Hugging Face Hub id) to a local folder holding its files. */
+import { existsSync, statSync } from "node:fs";
+import { homedir } from "node:os";
+import { dirname, join, resolve } from "node:path";
+import { HubApiError } from "@huggingface/hub";
+import { cachedCommit, hubCacheDir, repoCacheFolder, snapshotFolder } from "./cache.js";
+import { downloadModel } from "./download.js";
+import { HubError } from "./errors.js";
+import { readWeightMap, SAFETENSORS_FILE, SAFETENSORS_INDEX_FILE } from "./safetensors.js";
+
+export interface ResolveOptions {
+  /** Branch, tag or commit hash on the Hub (default "main"). */
+  revision?: string;
+  /** Cache root (default: hubCacheDir(), i.e. HF_HUB_CACHE, HF_HOME/hub or ~/.cache/huggingface/hub). */
+  cacheDir?: string;
+  /** Hub base URL (default: HF_ENDPOINT, else https://huggingface.co). */
+  endpoint?: string;
+  /** Hub token, "hf_…" (default: HF_TOKEN). */
+  accessToken?: string;
+  /** Byte progress bar on stderr while downloading, when stderr is a terminal (default true). */
+  progress?: boolean;
+  /** fetch used for every Hub request (default: global fetch). */
+  fetch?: typeof fetch;
+}
+
+/** Hub ids as huggingface_hub validates them: "org/name", word characters, "-" and ".", no "--" or "..". */
+const HUB_ID = /^(?:\w|\w[\w.-]*\w)\/(?:\w|\w[\w.-]*\w)$/;
+
+/**
+ * The local folder holding model `idOrPath`'s files (config.json, tokenizer, safetensors):
+ * - an existing folder → its absolute path ("~" expands to the home folder);
+ * - a Hub id "org/name" → its snapshot in the Hugging Face cache, downloaded first unless the cache
+ *   already holds config.json and the complete safetensors weights (then no network request is made).
+ *   HF_HUB_OFFLINE=1 forbids downloading.
+ * Throws HubError: "model folder not found: X" (X looks like a path), "invalid model id",
+ * "model X not found on the Hub (…)", "model X is not in the Hugging Face cache (<dir>) and the Hub
+ * could not be reached: <cause>", or when offline and not cached.
+ */
+export async function resolveModel(idOrPath: string, opts: ResolveOptions = {}): Promise<string> {
+  const path = idOrPath === "~" || idOrPath.startsWith("~/") ? homedir() + idOrPath.slice(1) : idOrPath;
+  if (existsSync(path)) {
+    if (!statSync(path).isDirectory()) throw new HubError(`not a model folder: ${idOrPath} is a file`);
+    return resolve(path);
+  }
+  const dir = dirname(path);
+  if (/^(\/|\.\.?\/|~)/.test(idOrPath) || idOrPath.includes("\\") || (dir !== "." && existsSync(dir))) {
+    throw new HubError(`model folder not found: ${idOrPath}`);
+  }
+  if (!HUB_ID.test(idOrPath) || /--|\.\./.test(idOrPath) || idOrPath.length > 96) {
+    throw new HubError(`invalid model id "${idOrPath}": expected a Hugging Face Hub id "org/name" or an existing folder`);
+  }
+
+  const id = idOrPath;
+  const revision = opts.revision ?? "main";
+  const cacheDir = opts.cacheDir ?? hubCacheDir();
+  const repoFolder = repoCacheFolder(cacheDir, id);
+  const commit = cachedCommit(repoFolder, revision);
+  if (commit !== undefined && await hasModelFiles(snapshotFolder(repoFolder, commit))) return snapshotFolder(repoFolder, commit);
+  const notCached = `model ${id}${revision === "main" ? "" : ` (revision ${revision})`} is not in the Hugging Face cache (${cacheDir})`;
+  if (/^(1|on|yes|true)$/i.test(process.env.HF_HUB_OFFLINE ?? "")) {
+    throw new HubError(`${notCached} and HF_HUB_OFFLINE is set`);
+  }
+
+  const endpoint = (opts.endpoint ?? process.env.HF_ENDPOINT ?? "https://huggingface.co").replace(/\/+$/, "");
+  const baseFetch = opts.fetch ?? fetch;
+  // A fetch that throws means no connection: report it as such, whichever library call made it.
+  const hubFetch: typeof fetch = async (input, init) => {
+    try {
+      return await baseFetch(input, init);
+    } catch (e) {
+      throw new HubError(`${notCached} and the Hub could not be reached: ${describeCause(e)}`, { cause: e });
+    }
+  };
+  try {
+    return await downloadModel(id, {
+      revision, cacheDir, endpoint, fetch: hubFetch,
+      accessToken: opts.accessToken ?? (process.env.HF_TOKEN || undefined),
+      progress: opts.progress !== false,
+    });
+  } catch (e) {
+    if (e instanceof HubError) throw e;
+    const where = `${id}${revision === "main" ? "" : ` at revision ${revision}`}`;
+    if (e instanceof HubApiError && e.statusCode === 404) {
+      throw new HubError(`model ${where} not found on the Hub (${e.message})`, { cause: e });
+    }
+    if (e instanceof HubApiError && (e.statusCode === 401 || e.statusCode === 403)) {
+      throw new HubError(`model ${where} not found on the Hub, or it is private or gated and needs a token ` +
+        `(pass accessToken or set HF_TOKEN) (${e.message})`, { cause: e });
+    }
+    throw new HubError(`downloading model ${where} from ${endpoint} failed: ${describeCause(e)}`, { cause: e });
+  }
+}
+
+/** Whether `snapshot` holds config.json and complete safetensors weights. */
+async function hasModelFiles(snapshot: string): Promise<boolean> {
+  if (!existsSync(join(snapshot, "config.json"))) return false;
+  if (existsSync(join(snapshot, SAFETENSORS_FILE))) return true;
+  const index = join(snapshot, SAFETENSORS_INDEX_FILE);
+  return existsSync(index) && Object.values(await readWeightMap(index)).every((shard) => existsSync(join(snapshot, shard)));
+}
+
+/** The most specific message of an error chain, e.g. "connect ECONNREFUSED 127.0.0.1:9" for a failed fetch. */
+function describeCause(e: unknown): string {
+  const cause = e instanceof Error && e.cause instanceof Error ? e.cause : e;
+  if (cause instanceof Error) return cause.message || (cause as NodeJS.ErrnoException).code || cause.name;
+  return String(cause);
+}

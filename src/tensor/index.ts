@@ -1,0 +1,6 @@
+/** The tensor API: Tensor, dtypes, creation and every op (the PyTorch-like front-end). */
+export { Tensor, type TensorLike } from "./tensor.js";
+export { type DType, DTYPES, parseDType, itemsize, isFloating, promoteTypes } from "./dtype.js";
+export { type HostArray } from "./host.js";
+export * from "./creation.js";
+export * from "./ops.js";

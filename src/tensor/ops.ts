@@ -1,0 +1,411 @@
+/**
+ * The op front-end: every computing op of tsorch. Each op validates its inputs (same device,
+ * shapes, dtypes), computes the output shape, allocates the output on the inputs' device and calls
+ * the kernel registered for that device type (devices/kernels.ts). Ops never branch on the device.
+ *
+ * Numerics: float16/bfloat16 inputs of elementwise/reduction ops are computed in float32 and the
+ * result is cast back (as PyTorch does on cpu); linear/embedding/norm read half weights directly.
+ */
+import type { Device } from "../devices/device.js";
+import { getKernel, type BinaryOp, type ReduceOp, type UnaryOp } from "../devices/kernels.js";
+import { isFloating, itemsize, promoteTypes, type DType } from "./dtype.js";
+import { encode } from "./host.js";
+import { broadcastShapes, normAxis, numel, sameShape } from "./shape.js";
+import { Tensor, type TensorLike } from "./tensor.js";
+
+// ------------------------------------------------------------------ helpers
+
+/** Allocate an uninitialised contiguous tensor. */
+export function empty(shape: readonly number[], dtype: DType, device: Device): Tensor {
+  return new Tensor(device.allocate(numel(shape) * itemsize(dtype)), dtype, shape);
+}
+
+/** Throw when tensors live on different devices, naming both (as PyTorch does). */
+export function checkSameDevice(op: string, ...ts: (Tensor | null | undefined)[]): Device {
+  const present = ts.filter((t): t is Tensor => !!t);
+  const dev = present[0].device;
+  for (const t of present) {
+    if (t.device !== dev) {
+      throw new Error(`${op}: expected all tensors to be on the same device, but found at least two devices, ${dev.name} and ${t.device.name}`);
+    }
+  }
+  return dev;
+}
+
+function scalarTensor(value: number, like: Tensor): Tensor {
+  const dtype: DType = isFloating(like.dtype) ? like.dtype : Number.isInteger(value) && like.dtype !== "bool" ? like.dtype : "float32";
+  return new Tensor(like.device.upload(encode([value], dtype)), dtype, []);
+}
+
+function asTensor(x: TensorLike, like: Tensor): Tensor {
+  return typeof x === "number" ? scalarTensor(x, like) : x;
+}
+
+/** Copy `x` into a new contiguous tensor of `dtype` on `device` (the engine of to/contiguous/cast). */
+export function copyTo(x: Tensor, dtype: DType, device: Device): Tensor {
+  if (device === x.device) {
+    const out = empty(x.shape, dtype, device);
+    if (x.numel > 0) getKernel("copy", device.type)(x, out);
+    return out;
+  }
+  const src = x.contiguous();
+  const readSync = src.device.readSync;
+  if (!readSync) {
+    throw new Error(`moving a tensor from ${src.device.name} to ${device.name} must wait for the device: use \`await tensor.toAsync("${device.name}")\``);
+  }
+  const bytes = readSync.call(src.device, src.storage, src.byteOffset, src.numel * itemsize(src.dtype));
+  const moved = new Tensor(device.upload(bytes.slice()), src.dtype, src.shape);
+  return moved.dtype === dtype ? moved : copyTo(moved, dtype, device);
+}
+
+/** In-place copy of `src` into the (possibly strided) view `dst`; shapes must match. */
+export function copyInto(src: Tensor, dst: Tensor): void {
+  checkSameDevice("copy_", src, dst);
+  if (!sameShape(src.shape, dst.shape)) src = src.expand(dst.shape as number[]);
+  if (dst.numel > 0) getKernel("copy", dst.device.type)(src, dst);
+}
+
+/** Run `f` on float32 versions of half inputs and cast the result back (PyTorch's cpu half math). */
+function viaFloat32(xs: Tensor[], f: (xs: Tensor[]) => Tensor): Tensor {
+  const half = xs[0].dtype;
+  if (half !== "float16" && half !== "bfloat16") return f(xs);
+  const out = f(xs.map((x) => x.to("float32")));
+  return out.dtype === "float32" ? out.to(half) : out;
+}
+
+// ------------------------------------------------------------------ elementwise
+
+function unary(op: UnaryOp, x: Tensor): Tensor {
+  const xf = isFloating(x.dtype) ? x : x.to("float32");
+  return viaFloat32([xf], ([v]) => {
+    const c = v.contiguous();
+    const out = empty(c.shape, "float32", c.device);
+    if (c.numel > 0) getKernel("unary", c.device.type)(op, c, out);
+    return out;
+  });
+}
+
+export const neg = (x: Tensor) => (isFloating(x.dtype) ? unary("neg", x) : mul(x, -1));
+export const exp = (x: Tensor) => unary("exp", x);
+export const log = (x: Tensor) => unary("log", x);
+export const sqrt = (x: Tensor) => unary("sqrt", x);
+export const rsqrt = (x: Tensor) => unary("rsqrt", x);
+export const tanh = (x: Tensor) => unary("tanh", x);
+export const sigmoid = (x: Tensor) => unary("sigmoid", x);
+export const silu = (x: Tensor) => unary("silu", x);
+/** GELU, exact (erf) form: torch.nn.functional.gelu(x). */
+export const gelu = (x: Tensor) => unary("gelu", x);
+/** GELU, tanh approximation: gelu(x, approximate="tanh") = HF "gelu_new"/"gelu_pytorch_tanh". */
+export const geluTanh = (x: Tensor) => unary("gelu_tanh", x);
+export const abs = (x: Tensor) => unary("abs", x);
+export const sin = (x: Tensor) => unary("sin", x);
+export const cos = (x: Tensor) => unary("cos", x);
+export const relu = (x: Tensor) => unary("relu", x);
+export const softplus = (x: Tensor) => unary("softplus", x);
+export const reciprocal = (x: Tensor) => unary("reciprocal", x);
+export const square = (x: Tensor) => unary("square", x);
+export const erf = (x: Tensor) => unary("erf", x);
+
+const COMPARISON = new Set<BinaryOp>(["eq", "ne", "lt", "le", "gt", "ge"]);
+const LOGICAL = new Set<BinaryOp>(["logical_and", "logical_or"]);
+
+function binary(op: BinaryOp, a0: TensorLike, b0: TensorLike): Tensor {
+  if (typeof a0 === "number" && typeof b0 === "number") throw new TypeError(`${op}: at least one argument must be a tensor`);
+  const like = (typeof a0 === "number" ? b0 : a0) as Tensor;
+  let a = asTensor(a0, like), b = asTensor(b0, like);
+  const device = checkSameDevice(op, a, b);
+  const shape = broadcastShapes(a.shape, b.shape);
+  let dtype: DType = LOGICAL.has(op) ? "bool" : promoteTypes(a.dtype, b.dtype);
+  if (op === "div" && !isFloating(dtype)) dtype = "float32"; // true division, as torch.div
+  if (dtype === "bool" && !LOGICAL.has(op) && !COMPARISON.has(op)) dtype = "int64";
+  if (a.dtype !== dtype) a = a.to(dtype);
+  if (b.dtype !== dtype) b = b.to(dtype);
+  return viaFloat32([a, b], ([x, y]) => {
+    const outDtype = COMPARISON.has(op) ? "bool" : x.dtype;
+    const out = empty(shape, outDtype, device);
+    if (out.numel > 0) getKernel("binary", device.type)(op, x.expand(shape), y.expand(shape), out);
+    return out;
+  });
+}
+
+export const add = (a: TensorLike, b: TensorLike) => binary("add", a, b);
+export const sub = (a: TensorLike, b: TensorLike) => binary("sub", a, b);
+export const mul = (a: TensorLike, b: TensorLike) => binary("mul", a, b);
+export const div = (a: TensorLike, b: TensorLike) => binary("div", a, b);
+export const pow = (a: TensorLike, b: TensorLike) => binary("pow", a, b);
+export const maximum = (a: TensorLike, b: TensorLike) => binary("maximum", a, b);
+export const minimum = (a: TensorLike, b: TensorLike) => binary("minimum", a, b);
+export const eq = (a: TensorLike, b: TensorLike) => binary("eq", a, b);
+export const ne = (a: TensorLike, b: TensorLike) => binary("ne", a, b);
+export const lt = (a: TensorLike, b: TensorLike) => binary("lt", a, b);
+export const le = (a: TensorLike, b: TensorLike) => binary("le", a, b);
+export const gt = (a: TensorLike, b: TensorLike) => binary("gt", a, b);
+export const ge = (a: TensorLike, b: TensorLike) => binary("ge", a, b);
+export const logicalAnd = (a: Tensor, b: Tensor) => binary("logical_and", a.to("bool"), b.to("bool"));
+export const logicalOr = (a: Tensor, b: Tensor) => binary("logical_or", a.to("bool"), b.to("bool"));
+export const logicalNot = (a: Tensor) => eq(a.to("bool"), 0);
+
+/** Elementwise cond ? a : b, broadcasting all three (torch.where). */
+export function where(cond: Tensor, a0: TensorLike, b0: TensorLike): Tensor {
+  const like = typeof a0 === "number" ? (typeof b0 === "number" ? null : b0) : a0;
+  let a = like ? asTensor(a0, like) : new Tensor(cond.device.upload(encode([a0 as number], "float32")), "float32", []);
+  let b = asTensor(b0, a);
+  const device = checkSameDevice("where", cond, a, b);
+  const shape = broadcastShapes(cond.shape, broadcastShapes(a.shape, b.shape));
+  const dtype = promoteTypes(a.dtype, b.dtype);
+  a = a.to(dtype); b = b.to(dtype);
+  const c = cond.to("bool");
+  return viaFloat32([a, b], ([x, y]) => {
+    const out = empty(shape, x.dtype, device);
+    if (out.numel > 0) getKernel("where", device.type)(c.expand(shape), x.expand(shape), y.expand(shape), out);
+    return out;
+  });
+}
+
+/** x with `value` where mask is true (torch.Tensor.masked_fill). */
+export function maskedFill(x: Tensor, mask: Tensor, value: number): Tensor {
+  return where(mask, new Tensor(x.device.upload(encode([value], x.dtype)), x.dtype, []), x);
+}
+
+// ------------------------------------------------------------------ reductions
+
+/** Move `dim` last and make the tensor contiguous, so kernels reduce over rows. */
+function lastAxis(x: Tensor, dim: number): { rows: Tensor; outShape: number[] } {
+  const d = normAxis(dim, x.ndim);
+  const order = [...x.shape.keys()].filter((i) => i !== d).concat(d);
+  return { rows: x.permute(order).contiguous(), outShape: x.shape.filter((_, i) => i !== d) };
+}
+
+function reduce(op: ReduceOp, x: Tensor, dim: number | undefined, keepdim: boolean): Tensor {
+  if (dim === undefined) {
+    const r = reduce(op, x.reshape(-1), 0, false);
+    return keepdim ? r.reshape(x.shape.map(() => 1)) : r;
+  }
+  const d = normAxis(dim, x.ndim);
+  if (x.shape[d] === 0 && op !== "sum" && op !== "prod") throw new RangeError(`${op}: cannot reduce over an empty dimension`);
+  const isArg = op === "argmax" || op === "argmin";
+  const src = x.dtype === "bool" ? x.to("int64") : isFloating(x.dtype) && x.dtype !== "float32" ? x.to("float32") : x;
+  const { rows, outShape } = lastAxis(src, d);
+  const outDtype: DType = isArg ? "int64" : isFloating(src.dtype) ? "float32" : op === "sum" || op === "prod" ? "int64" : op === "mean" ? "float32" : src.dtype;
+  const input = op === "mean" && !isFloating(src.dtype) ? rows.to("float32") : rows;
+  let out = empty(outShape, outDtype, x.device);
+  if (out.numel > 0) getKernel("reduce", x.device.type)(op, input, out);
+  if (!isArg && (x.dtype === "float16" || x.dtype === "bfloat16")) out = out.to(x.dtype);
+  return keepdim ? out.unsqueeze(d) : out;
+}
+
+export const sum = (x: Tensor, dim?: number, keepdim = false) => reduce("sum", x, dim, keepdim);
+export const mean = (x: Tensor, dim?: number, keepdim = false) => reduce("mean", x, dim, keepdim);
+export const max = (x: Tensor, dim?: number, keepdim = false) => reduce("max", x, dim, keepdim);
+export const min = (x: Tensor, dim?: number, keepdim = false) => reduce("min", x, dim, keepdim);
+export const prod = (x: Tensor, dim?: number, keepdim = false) => reduce("prod", x, dim, keepdim);
+export const argmax = (x: Tensor, dim?: number, keepdim = false) => reduce("argmax", x, dim, keepdim);
+export const argmin = (x: Tensor, dim?: number, keepdim = false) => reduce("argmin", x, dim, keepdim);
+
+/** Inclusive cumulative sum along `dim` (float -> float32 math, ints/bool -> int64). */
+export function cumsum(x: Tensor, dim: number): Tensor {
+  const d = normAxis(dim, x.ndim);
+  const src = isFloating(x.dtype) ? x.to("float32") : x.to("int64");
+  const moved = src.transpose(d, -1).contiguous();
+  const out = empty(moved.shape, src.dtype, x.device);
+  if (out.numel > 0) getKernel("cumsum", x.device.type)(moved, out);
+  const res = out.transpose(d, -1);
+  return x.dtype === "float16" || x.dtype === "bfloat16" ? res.to(x.dtype) : res;
+}
+
+function softmaxImpl(x: Tensor, dim: number, logarithm: boolean): Tensor {
+  const d = normAxis(dim, x.ndim);
+  return viaFloat32([isFloating(x.dtype) ? x : x.to("float32")], ([v]) => {
+    const moved = v.transpose(d, -1).contiguous();
+    const out = empty(moved.shape, "float32", v.device);
+    if (out.numel > 0) getKernel("softmax", v.device.type)(moved, out, logarithm);
+    return out.transpose(d, -1);
+  });
+}
+
+export const softmax = (x: Tensor, dim = -1) => softmaxImpl(x, dim, false);
+export const logSoftmax = (x: Tensor, dim = -1) => softmaxImpl(x, dim, true);
+
+/** Sort along `dim` (stable). Returns float32 values (for float inputs) and int64 indices. */
+export function sort(x: Tensor, dim = -1, descending = false): { values: Tensor; indices: Tensor } {
+  const d = normAxis(dim, x.ndim);
+  const moved = x.to("float32").transpose(d, -1).contiguous();
+  const values = empty(moved.shape, "float32", x.device), indices = empty(moved.shape, "int64", x.device);
+  if (moved.numel > 0) getKernel("sort", x.device.type)(moved, values, indices, descending);
+  return { values: values.transpose(d, -1), indices: indices.transpose(d, -1) };
+}
+
+/** The k largest elements along the last dim, largest first (torch.topk). */
+export function topk(x: Tensor, k: number): { values: Tensor; indices: Tensor } {
+  const n = x.shape[x.ndim - 1];
+  if (!Number.isInteger(k) || k < 0 || k > n) throw new RangeError(`topk: k=${k} is out of range for a last dimension of size ${n}`);
+  const rows = x.to("float32").contiguous();
+  const shape = [...x.shape.slice(0, -1), k];
+  const values = empty(shape, "float32", x.device), indices = empty(shape, "int64", x.device);
+  if (values.numel > 0) getKernel("topk", x.device.type)(rows, k, values, indices);
+  return { values, indices };
+}
+
+// ------------------------------------------------------------------ joining
+
+/** Concatenate along `dim`; all tensors must share device and all dims but `dim`. */
+export function cat(tensors: Tensor[], dim = 0): Tensor {
+  if (tensors.length === 0) throw new RangeError("cat: expected a non-empty list of tensors");
+  const device = checkSameDevice("cat", ...tensors);
+  const first = tensors[0];
+  const d = normAxis(dim, first.ndim);
+  const dtype = tensors.map((t) => t.dtype).reduce(promoteTypes);
+  for (const t of tensors) {
+    if (t.ndim !== first.ndim || t.shape.some((s, i) => i !== d && s !== first.shape[i])) {
+      throw new RangeError(`cat: sizes of tensors must match except in dimension ${dim}: got [${first.shape}] and [${t.shape}]`);
+    }
+  }
+  const shape = [...first.shape];
+  shape[d] = tensors.reduce((s, t) => s + t.shape[d], 0);
+  const out = empty(shape, dtype, device);
+  let at = 0;
+  for (const t of tensors) {
+    if (t.numel > 0) getKernel("copy", device.type)(t, out.narrow(d, at, t.shape[d]));
+    at += t.shape[d];
+  }
+  return out;
+}
+
+export function stack(tensors: Tensor[], dim = 0): Tensor {
+  return cat(tensors.map((t) => t.unsqueeze(dim)), dim);
+}
+
+// ------------------------------------------------------------------ linear algebra
+
+function f32(x: Tensor): Tensor {
+  return x.dtype === "float32" ? x : x.to("float32");
+}
+
+/** Matrix product with NumPy/PyTorch semantics (1-D operands, broadcast batch dims). float32 out. */
+export function matmul(a0: Tensor, b0: Tensor): Tensor {
+  const device = checkSameDevice("matmul", a0, b0);
+  if (a0.ndim === 0 || b0.ndim === 0) throw new RangeError("matmul: both arguments need at least 1 dimension");
+  const a = a0.ndim === 1 ? a0.unsqueeze(0) : a0;
+  const b = b0.ndim === 1 ? b0.unsqueeze(1) : b0;
+  const [M, K] = a.shape.slice(-2), [K2, N] = b.shape.slice(-2);
+  if (K !== K2) throw new RangeError(`matmul: shapes [${a0.shape}] and [${b0.shape}] cannot be multiplied (${K} != ${K2})`);
+  const batch = broadcastShapes(a.shape.slice(0, -2), b.shape.slice(0, -2));
+  const B = numel(batch);
+  const a3 = f32(a).expand([...batch, M, K]).reshape(B, M, K);
+  const b3 = f32(b).expand([...batch, K, N]).reshape(B, K, N);
+  const out = empty([B, M, N], "float32", device);
+  if (out.numel > 0) getKernel("matmul", device.type)(a3, b3, out);
+  let shape = [...batch, M, N];
+  if (a0.ndim === 1) shape = shape.filter((_, i) => i !== shape.length - 2);
+  if (b0.ndim === 1) shape = shape.slice(0, -1);
+  return out.view(shape);
+}
+
+/** y = x @ w^T + bias (torch.nn.functional.linear). x [..., K]; w [N, K] in float32/16/bf16 as
+ * stored; bias [N] or null. Returns float32 [..., N]. */
+export function linear(x: Tensor, w: Tensor, bias: Tensor | null = null): Tensor {
+  const device = checkSameDevice("linear", x, w, bias);
+  const K = x.shape[x.ndim - 1];
+  if (w.ndim !== 2 || w.shape[1] !== K) throw new RangeError(`linear: input [${x.shape}] and weight [${w.shape}] are incompatible (expected weight [N, ${K}])`);
+  const N = w.shape[0];
+  if (bias && (bias.ndim !== 1 || bias.shape[0] !== N)) throw new RangeError(`linear: bias [${bias.shape}] does not match weight [${w.shape}]`);
+  const x2 = f32(x).reshape(-1, K).contiguous();
+  const out = empty([...x.shape.slice(0, -1), N], "float32", device);
+  if (out.numel > 0) getKernel("linear", device.type)(x2, w.contiguous(), bias ? bias.contiguous() : null, out);
+  return out;
+}
+
+export interface AttentionOptions {
+  /** Boolean (true = attend) or float additive mask, broadcastable to [B, Hq, Lq, Lk]. */
+  mask?: Tensor | null;
+  /** Default 1/sqrt(D). */
+  scale?: number;
+  /** Causal mask aligned to the end: query i (of Lq) sees keys j <= i + Lk - Lq. */
+  isCausal?: boolean;
+  /** Sliding window: with isCausal, each query sees at most the last `window` keys. */
+  window?: number;
+  /** Tanh soft-capping of the scores (Gemma 2). */
+  softcap?: number;
+}
+
+/**
+ * Scaled dot-product attention with grouped-query heads (torch's scaled_dot_product_attention
+ * with enable_gqa, plus soft-capping and sliding windows as in transformers' eager attention).
+ * q [B, Hq, Lq, D], k [B, Hkv, Lk, D], v [B, Hkv, Lk, Dv] -> float32 [B, Hq, Lq, Dv] (a transposed
+ * view of a contiguous [B, Lq, Hq, Dv] buffer, so `.transpose(1, 2).reshape(B, Lq, Hq*Dv)` is free).
+ */
+export function scaledDotProductAttention(q: Tensor, k: Tensor, v: Tensor, opts: AttentionOptions = {}): Tensor {
+  const device = checkSameDevice("scaled_dot_product_attention", q, k, v, opts.mask);
+  if (q.ndim !== 4 || k.ndim !== 4 || v.ndim !== 4) throw new RangeError(`scaled_dot_product_attention: expected 4-D q, k, v, got [${q.shape}], [${k.shape}], [${v.shape}]`);
+  const [B, Hq, Lq, D] = q.shape, [Bk, Hkv, Lk, Dk] = k.shape, [Bv, Hv, Lv, Dv] = v.shape;
+  if (Bk !== B || Bv !== B || Dk !== D || Hv !== Hkv || Lv !== Lk || Hq % Hkv !== 0) {
+    throw new RangeError(`scaled_dot_product_attention: incompatible shapes q [${q.shape}], k [${k.shape}], v [${v.shape}]`);
+  }
+  let mask: Tensor | null = null;
+  if (opts.mask) {
+    const m = opts.mask.dtype === "bool" ? where(opts.mask, 0, -Infinity) : f32(opts.mask);
+    mask = m.expand([B, Hq, Lq, Lk]);
+    if (mask.strides[3] !== 1 && Lk > 1) mask = mask.contiguous();
+  }
+  const out = empty([B, Lq, Hq, Dv], "float32", device);
+  if (out.numel > 0) {
+    getKernel("sdpa", device.type)(f32(q), f32(k), f32(v), mask, out, {
+      scale: opts.scale ?? 1 / Math.sqrt(D),
+      softcap: opts.softcap ?? 0,
+      causalOffset: opts.isCausal ? Lk - Lq : -1,
+      window: opts.window ?? 0,
+    });
+  }
+  return out.transpose(1, 2);
+}
+
+// ------------------------------------------------------------------ normalisation, rotary, lookup
+
+/** RMSNorm over the last dim: x / sqrt(mean(x^2) + eps) * (offset + w). float32 out.
+ * offset = 1 gives Gemma's (1 + weight) form. */
+export function rmsNorm(x: Tensor, w: Tensor, eps: number, offset = 0): Tensor {
+  checkSameDevice("rms_norm", x, w);
+  const n = x.shape[x.ndim - 1];
+  if (w.ndim !== 1 || w.shape[0] !== n) throw new RangeError(`rms_norm: weight [${w.shape}] does not match input [${x.shape}]`);
+  const xc = f32(x).contiguous();
+  const out = empty(x.shape, "float32", x.device);
+  if (out.numel > 0) getKernel("rmsNorm", x.device.type)(xc, w.contiguous(), out, eps, offset);
+  return out;
+}
+
+/** LayerNorm over the last dim (biased variance), optional weight and bias. float32 out. */
+export function layerNorm(x: Tensor, w: Tensor | null, b: Tensor | null, eps: number): Tensor {
+  checkSameDevice("layer_norm", x, w, b);
+  const n = x.shape[x.ndim - 1];
+  for (const p of [w, b]) if (p && (p.ndim !== 1 || p.shape[0] !== n)) throw new RangeError(`layer_norm: parameter [${p.shape}] does not match input [${x.shape}]`);
+  const out = empty(x.shape, "float32", x.device);
+  if (out.numel > 0) getKernel("layerNorm", x.device.type)(f32(x).contiguous(), w?.contiguous() ?? null, b?.contiguous() ?? null, out, eps);
+  return out;
+}
+
+/**
+ * Rotary position embedding (transformers' apply_rotary_pos_emb with rotate_half), applied to
+ * x [B, L, H, D] (heads not yet transposed) with cos/sin [B, L, R], R <= D even; dims >= R pass
+ * through (partial rotary). float32 out [B, L, H, D].
+ */
+export function applyRotary(x: Tensor, cos: Tensor, sin: Tensor): Tensor {
+  checkSameDevice("rotary", x, cos, sin);
+  const [B, L, , D] = x.shape;
+  const R = cos.shape[cos.ndim - 1];
+  if (x.ndim !== 4 || cos.ndim !== 3 || cos.shape[0] !== B || cos.shape[1] !== L || R > D || R % 2 || !sameShape(cos.shape, sin.shape)) {
+    throw new RangeError(`rotary: x [${x.shape}] and cos/sin [${cos.shape}]/[${sin.shape}] are incompatible`);
+  }
+  const out = empty(x.shape, "float32", x.device);
+  if (out.numel > 0) getKernel("rotary", x.device.type)(f32(x).contiguous(), f32(cos).contiguous(), f32(sin).contiguous(), out);
+  return out;
+}
+
+/** Rows of `table` [V, dim] at integer `ids` (any shape) -> float32 [...ids.shape, dim]. */
+export function embedding(ids: Tensor, table: Tensor): Tensor {
+  checkSameDevice("embedding", ids, table);
+  if (ids.dtype !== "int32" && ids.dtype !== "int64") throw new TypeError(`embedding: ids must be int32 or int64, got ${ids.dtype}`);
+  if (table.ndim !== 2) throw new RangeError(`embedding: table must be 2-D, got [${table.shape}]`);
+  const out = empty([...ids.shape, table.shape[1]], "float32", ids.device);
+  if (out.numel > 0) getKernel("embedding", ids.device.type)(table.contiguous(), ids.contiguous(), out);
+  return out;
+}

@@ -1,0 +1,28 @@
+/** Locating ../shared (fixture checkpoints and reference outputs) from the compiled tests. */
+import { existsSync, readFileSync } from "node:fs";
+import * as path from "node:path";
+import { fileURLToPath } from "node:url";
+
+/** The project root (tests run from dist/test/…). */
+export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../../..");
+export const SHARED = path.resolve(ROOT, "../shared");
+export const STORIES = path.join(SHARED, "models/stories260K");
+export const TINY = path.join(SHARED, "fixtures/tiny");
+export const CLI = path.join(ROOT, "dist/src/cli/main.js");
+
+/** Why a test that needs `dir` must skip, or undefined when it is there. */
+export function missing(dir: string): string | undefined {
+  return existsSync(dir) ? undefined : `../shared is absent: ${dir} not found (fixtures live in ../shared beside the project)`;
+}
+
+export function readJson<T = any>(file: string): T {
+  return JSON.parse(readFileSync(file, "utf8")) as T;
+}
+
+/** Largest |a[i] - b[i]| over two equally long sequences. */
+export function maxAbsDiff(a: ArrayLike<number>, b: ArrayLike<number>): number {
+  if (a.length !== b.length) throw new Error(`length mismatch: ${a.length} vs ${b.length}`);
+  let m = 0;
+  for (let i = 0; i < a.length; i++) m = Math.max(m, Math.abs(a[i] - b[i]));
+  return m;
+}
