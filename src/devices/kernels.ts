@@ -44,6 +44,12 @@ export interface KernelSignatures {
   softmax(x: Tensor, out: Tensor, log: boolean): void;
   /** out [M, N] f32 = x [M, K] f32 @ w[N, K]^T (+ bias[N]); w/bias float32, float16 or bfloat16. */
   linear(x: Tensor, w: Tensor, bias: Tensor | null, out: Tensor): void;
+  /** Linear with a weight chosen per row (mixture-of-experts experts; MLX's gather_mm):
+   * out[m, :] = x[m, :] @ w[idx[m]]^T. x [M, K] contiguous float32; idx [M] contiguous int64 with
+   * values in [0, w.length) (the front-end cannot read them: a kernel throws RangeError where it can
+   * check); w: E weights [N, K], contiguous, of one dtype (float32, float16 or bfloat16); out [M, N]
+   * float32. Rows of one expert may appear anywhere, in any number (including none). */
+  gatherLinear(x: Tensor, w: Tensor[], idx: Tensor, out: Tensor): void;
   /** out [B, M, N] = a [B, M, K] @ b [B, K, N]; a, b float32 strided 3-D views. */
   matmul(a: Tensor, b: Tensor, out: Tensor): void;
   /** q [B, Hq, Lq, D], k [B, Hkv, Lk, D], v [B, Hkv, Lk, Dv] float32 strided views; mask null or

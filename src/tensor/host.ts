@@ -67,7 +67,7 @@ export function encode(values: ArrayLike<number | bigint | boolean>, dtype: DTyp
   switch (dtype) {
     case "float32": { const a = new Float32Array(buf); for (let i = 0; i < n; i++) a[i] = Number(values[i]); break; }
     case "int32": { const a = new Int32Array(buf); for (let i = 0; i < n; i++) a[i] = Number(values[i]); break; }
-    case "int64": { const a = new BigInt64Array(buf); for (let i = 0; i < n; i++) a[i] = BigInt(typeof values[i] === "boolean" ? Number(values[i]) : Math.trunc(Number(values[i]))); break; }
+    case "int64": { const a = new BigInt64Array(buf); for (let i = 0; i < n; i++) { const v = values[i]; a[i] = typeof v === "bigint" ? v : BigInt(typeof v === "boolean" ? Number(v) : Math.trunc(v)); } break; }
     case "bool": { for (let i = 0; i < n; i++) bytes[i] = values[i] ? 1 : 0; break; }
     case "bfloat16": { const a = new Uint16Array(buf); for (let i = 0; i < n; i++) a[i] = f32ToBf16(Number(values[i])); break; }
     case "float16": { const a = new Uint16Array(buf); for (let i = 0; i < n; i++) a[i] = f32ToF16(Number(values[i])); break; }

@@ -309,9 +309,33 @@ export function linear(x: Tensor, w: Tensor, bias: Tensor | null = null): Tensor
   if (w.ndim !== 2 || w.shape[1] !== K) throw new RangeError(`linear: input [${x.shape}] and weight [${w.shape}] are incompatible (expected weight [N, ${K}])`);
   const N = w.shape[0];
   if (bias && (bias.ndim !== 1 || bias.shape[0] !== N)) throw new RangeError(`linear: bias [${bias.shape}] does not match weight [${w.shape}]`);
-  const x2 = f32(x).reshape(-1, K).contiguous();
+  const x2 = f32(x).reshape(numel(x.shape.slice(0, -1)), K).contiguous();
   const out = empty([...x.shape.slice(0, -1), N], "float32", device);
   if (out.numel > 0) getKernel("linear", device.type)(x2, w.contiguous(), bias ? bias.contiguous() : null, out);
+  return out;
+}
+
+/**
+ * Linear with a weight chosen per row, for mixture-of-experts (MLX's gather_mm):
+ * out[..., :] = x[..., :] @ weights[idx[...]]^T. x [..., K]; idx int32/int64 of x's leading shape;
+ * weights: E tensors [N, K] of one dtype (float32/16/bf16 as stored). Returns float32 [..., N].
+ * Routing stays on the device: idx is never read on the host here.
+ */
+export function gatherLinear(x: Tensor, weights: Tensor[], idx: Tensor): Tensor {
+  const device = checkSameDevice("gather_linear", x, idx, ...weights);
+  if (weights.length === 0) throw new RangeError("gather_linear: expected at least one weight");
+  const K = x.shape[x.ndim - 1], [N] = weights[0].shape;
+  for (const w of weights) {
+    if (w.ndim !== 2 || w.shape[0] !== N || w.shape[1] !== K || w.dtype !== weights[0].dtype) {
+      throw new RangeError(`gather_linear: weight [${w.shape}] (${w.dtype}) does not fit input [${x.shape}] and weight 0 [${weights[0].shape}] (${weights[0].dtype}): expected weights [N, ${K}] of one dtype`);
+    }
+  }
+  if (idx.dtype !== "int32" && idx.dtype !== "int64") throw new TypeError(`gather_linear: idx must be int32 or int64, got ${idx.dtype}`);
+  if (!sameShape(idx.shape, x.shape.slice(0, -1))) throw new RangeError(`gather_linear: idx [${idx.shape}] must have the leading shape of input [${x.shape}]`);
+  const out = empty([...x.shape.slice(0, -1), N], "float32", device);
+  if (out.numel > 0) {
+    getKernel("gatherLinear", device.type)(f32(x).reshape(numel(x.shape.slice(0, -1)), K).contiguous(), weights.map((w) => w.contiguous()), idx.to("int64").reshape(-1).contiguous(), out);
+  }
   return out;
 }
 

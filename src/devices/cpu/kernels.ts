@@ -17,17 +17,40 @@ const shape = (t: Tensor) => t.shape as number[];
 const rowsOf = (t: Tensor) => t.numel / t.shape[t.ndim - 1];
 const last = (t: Tensor) => t.shape[t.ndim - 1];
 
+/**
+ * gatherLinear on cpu: the cpu device is synchronous, so idx is read here; rows are grouped by
+ * expert, gathered, run through the addon's `linear` once per expert, and scattered back.
+ */
+const gatherLinear: KernelSignatures["gatherLinear"] = (x, w, idx, out) => {
+  const [M, K] = x.shape, N = w[0].shape[0];
+  const ids = new BigInt64Array(buf(idx).slice(0, M * 8).buffer);
+  const rows: number[][] = w.map(() => []);
+  ids.forEach((e, m) => {
+    if (e < 0n || e >= BigInt(w.length)) throw new RangeError(`gather_linear: expert index ${e} is out of range for ${w.length} weights`);
+    rows[Number(e)].push(m);
+  });
+  const xb = buf(x), ob = buf(out), inRow = K * 4, outRow = N * 4;
+  rows.forEach((ms, e) => {
+    if (ms.length === 0) return;
+    const xs = new Uint8Array(ms.length * inRow), ys = new Uint8Array(ms.length * outRow);
+    ms.forEach((m, i) => xs.set(xb.subarray(m * inRow, (m + 1) * inRow), i * inRow));
+    native().linear(xs, buf(w[e]), code(w[e]), null, 0, ys, ms.length, N, K);
+    ms.forEach((m, i) => ob.set(ys.subarray(i * outRow, (i + 1) * outRow), m * outRow));
+  });
+};
+
 export function cpuKernels(): Partial<KernelSignatures> {
   return {
     copy: (src, dst) => native().copy(buf(src), code(src), strides(src), buf(dst), code(dst), strides(dst), shape(src)),
     unary: (op, x, out) => native().unary(UNARY[op], buf(x), buf(out), x.numel),
     binary: (op, a, b, out) => native().binary(BINARY[op], code(a), buf(a), strides(a), buf(b), strides(b), buf(out), shape(out)),
     where: (c, a, b, out) => native().where(buf(c), strides(c), buf(a), strides(a), buf(b), strides(b), code(out), buf(out), shape(out)),
-    reduce: (op, x, out) => native().reduce(REDUCE[op], buf(x), code(x), buf(out), rowsOf(x), last(x)),
+    reduce: (op, x, out) => native().reduce(REDUCE[op], buf(x), code(x), buf(out), out.numel, last(x)),
     cumsum: (x, out) => native().cumsum(buf(x), code(x), buf(out), rowsOf(x), last(x)),
     softmax: (x, out, log) => native().softmax(buf(x), buf(out), rowsOf(x), last(x), log ? 1 : 0),
     linear: (x, w, bias, out) =>
       native().linear(buf(x), buf(w), code(w), bias ? buf(bias) : null, bias ? code(bias) : 0, buf(out), x.shape[0], w.shape[0], w.shape[1]),
+    gatherLinear,
     matmul: (a, b, out) => native().matmul(buf(a), strides(a), buf(b), strides(b), buf(out), a.shape[0], a.shape[1], b.shape[2], a.shape[2]),
     sdpa: (q, k, v, mask, out, p) => {
       const [B, Hq, Lq, D] = q.shape, [, Hkv, Lk] = k.shape, Dv = v.shape[3];

@@ -105,7 +105,8 @@ export interface NativeCpu {
    * (in the order B, H, L, D). out: float32 contiguous [B, Lq, Hq, Dv].
    * score = (q . k) * scale; if softcap > 0: score = softcap * tanh(score / softcap);
    * then masking: if causalOffset >= 0, key j is masked for query i when j > i + causalOffset;
-   * if window > 0, also when j <= i + causalOffset - window (sliding window of `window` keys);
+   * if window > 0 (and causalOffset >= 0), also when j <= i + causalOffset - window (sliding
+   * window of `window` keys);
    * mask: null or a float32 additive mask read as mask[b*ms0 + h*ms1 + i*ms2 + j] (3 strides,
    * stride 0 to broadcast), added after softcap. A query whose keys are all masked outputs zeros.
    * Softmax in float32, then out = p @ v. Mirrors transformers' eager_attention_forward.

@@ -1,0 +1,107 @@
+/**
+ * `npm run bench -- --model DIR [--device cpu|webgpu] [--threads N] [--peer-python PATH]`
+ *
+ * Measures, on a local checkpoint (nothing is downloaded): prefill tokens/s (prompt 32, batch 1),
+ * decode tokens/s (64 new tokens, batch 1 and batch 8; the first token is excluded), time to
+ * first token, peak RSS, linear GFLOPS at 1024x1024x1024 (float32 and bfloat16 weights) and GEMV
+ * bandwidth at 4096x1024 (bfloat16 weights). With --peer-python (a Python with torch and
+ * transformers, e.g. from ../shared/tools/reference-venv.sh) it runs the same workload in PyTorch
+ * in the same run (bench/peer.py) and prints the ratios tsorch / PyTorch. Prints JSON.
+ */
+import { execFileSync } from "node:child_process";
+import * as path from "node:path";
+import { fileURLToPath } from "node:url";
+import { parseArgs } from "node:util";
+
+const PROMPT = 32, NEW_TOKENS = 64;
+
+const { values } = parseArgs({
+  options: {
+    model: { type: "string" }, device: { type: "string", default: "cpu" }, threads: { type: "string", default: "2" },
+    "peer-python": { type: "string" }, "skip-model": { type: "boolean", default: false },
+  },
+});
+process.env.TSORCH_NUM_THREADS ??= values.threads;
+const tsorch = await import("../src/index.js");
+const { AutoModelForCausalLM } = await import("../src/transformers/index.js");
+
+function randomIds(n: number, vocab: number, seed: number): number[] {
+  let s = seed >>> 0;
+  return Array.from({ length: n }, () => ((s = (Math.imul(s, 1664525) + 1013904223) >>> 0) % vocab));
+}
+
+async function timeLinear(x: InstanceType<typeof tsorch.Tensor>, w: InstanceType<typeof tsorch.Tensor>, reps: number): Promise<number> {
+  await tsorch.linear(x, w).data();
+  const t0 = performance.now();
+  let y = x;
+  for (let i = 0; i < reps; i++) y = tsorch.linear(x, w);
+  await y.data();
+  return (performance.now() - t0) / 1000 / reps;
+}
+
+async function kernels(device: string) {
+  const rand = (shape: number[], dtype: string) => tsorch.tensor(Float32Array.from({ length: shape[0] * shape[1] }, () => Math.random() - 0.5), { shape }).to(device, dtype);
+  const x = rand([1024, 1024], "float32");
+  const gemm = (w: InstanceType<typeof tsorch.Tensor>) => timeLinear(x, w, 5).then((s) => (2 * 1024 ** 3) / s / 1e9);
+  const gemv = await timeLinear(rand([1, 1024], "float32"), rand([4096, 1024], "bfloat16"), 200);
+  return {
+    gemm_1024_gflops_f32: await gemm(rand([1024, 1024], "float32")),
+    gemm_1024_gflops_bf16: await gemm(rand([1024, 1024], "bfloat16")),
+    gemv_4096x1024_bf16_gb_per_s: (4096 * 1024 * 2) / gemv / 1e9,
+  };
+}
+
+async function modelBench(dir: string, device: string) {
+  const model = await AutoModelForCausalLM.fromPretrained(dir, { device });
+  const vocab = (model.config.vocab_size as number) ?? 32000;
+  const opts = { maxNewTokens: NEW_TOKENS, doSample: false, eosTokenId: [] as number[] };
+  const decode = async (batch: number) => {
+    const ids = Array.from({ length: batch }, (_, b) => randomIds(PROMPT, vocab, 7 + b));
+    const t0 = performance.now();
+    let first = 0, steps = 0;
+    for await (const _ of model.generateStream(ids, opts)) {
+      if (steps++ === 0) first = performance.now();
+    }
+    const end = performance.now();
+    return { ttft: (first - t0) / 1000, rate: (batch * (steps - 1)) / ((end - first) / 1000) };
+  };
+  await model.generate(randomIds(4, vocab, 1), { maxNewTokens: 2, eosTokenId: [] }); // warm-up
+  const t0 = performance.now();
+  await model.logits([randomIds(PROMPT, vocab, 3)]).narrow(1, PROMPT - 1, 1).data();
+  const prefill = PROMPT / ((performance.now() - t0) / 1000);
+  const b1 = await decode(1);
+  const b8 = await decode(8);
+  return {
+    prefill_tokens_per_s: prefill,
+    decode_tokens_per_s_batch1: b1.rate,
+    decode_tokens_per_s_batch8: b8.rate,
+    time_to_first_token_s: b1.ttft,
+    peak_rss_bytes: process.resourceUsage().maxRSS * 1024,
+  };
+}
+
+const report: Record<string, unknown> = { device: values.device, threads: Number(values.threads), prompt: PROMPT, new_tokens: NEW_TOKENS };
+if (values.device !== "cpu") await tsorch.openDevice(values.device!);
+if (values.model) {
+  report.model = path.resolve(values.model);
+  report.tsorch = await modelBench(values.model, values.device!);
+}
+report.tsorch = { ...(report.tsorch as object), ...(await kernels(values.device!)) };
+if (values["peer-python"]) {
+  if (!values.model) throw new Error("--peer-python needs --model");
+  const peerScript = path.join(path.dirname(fileURLToPath(import.meta.url)), "../../bench/peer.py");
+  const out = execFileSync(values["peer-python"], [peerScript, values.model, values.threads!, String(PROMPT), String(NEW_TOKENS)], { encoding: "utf8", stdio: ["ignore", "pipe", "inherit"] });
+  const peer = JSON.parse(out.trim().split("\n").at(-1)!);
+  report.pytorch = peer;
+  const mine = report.tsorch as Record<string, number>;
+  report.ratio_tsorch_over_pytorch = Object.fromEntries(
+    Object.keys(mine).filter((k) => typeof peer[k] === "number").map((k) => [k, mine[k] / peer[k]]),
+  );
+}
+if (values.model) {
+  const { statSync, readdirSync } = await import("node:fs");
+  const size = readdirSync(values.model).filter((f) => f.endsWith(".safetensors")).reduce((s, f) => s + statSync(path.join(values.model!, f)).size, 0);
+  report.checkpoint_bytes = size;
+  report.peak_rss_over_checkpoint = ((report.tsorch as Record<string, number>).peak_rss_bytes) / size;
+}
+console.log(JSON.stringify(report, null, 2));

@@ -1,0 +1,68 @@
+"""PyTorch + transformers side of `npm run bench` (the peer measured in the same run).
+Runs the same workload as bench/main.ts and prints one JSON object on stdout.
+usage: python peer.py MODEL_DIR THREADS PROMPT_LEN NEW_TOKENS"""
+import json, resource, sys, time
+import torch
+from transformers import AutoModelForCausalLM
+
+model_dir, threads, prompt_len, new_tokens = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+torch.set_num_threads(threads)
+torch.manual_seed(0)
+model = AutoModelForCausalLM.from_pretrained(model_dir, dtype="auto").eval()
+vocab = model.config.vocab_size
+
+
+def run(batch, n):
+    ids = torch.randint(0, vocab, (batch, prompt_len))
+    with torch.inference_mode():
+        t0 = time.perf_counter()
+        model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=n, min_new_tokens=n,
+                       do_sample=False, pad_token_id=0)
+        return time.perf_counter() - t0
+
+
+def decode_rate(batch):
+    first = run(batch, 1)
+    total = run(batch, new_tokens)
+    return batch * (new_tokens - 1) / (total - first), first
+
+
+run(1, 2)  # warm-up
+with torch.inference_mode():
+    ids = torch.randint(0, vocab, (1, prompt_len))
+    t0 = time.perf_counter(); model(ids); prefill = time.perf_counter() - t0
+decode1, ttft = decode_rate(1)
+decode8, _ = decode_rate(8)
+rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+def timeit(f, reps):
+    f()
+    t0 = time.perf_counter()
+    for _ in range(reps):
+        f()
+    return (time.perf_counter() - t0) / reps
+
+
+a = torch.randn(1024, 1024)
+w32 = torch.randn(1024, 1024)
+wbf = w32.to(torch.bfloat16)
+abf = a.to(torch.bfloat16)
+gemv_w = torch.randn(4096, 1024).to(torch.bfloat16)
+gemv_x = torch.randn(1, 1024).to(torch.bfloat16)
+with torch.inference_mode():
+    gemm_f32 = 2 * 1024 ** 3 / timeit(lambda: torch.nn.functional.linear(a, w32), 5) / 1e9
+    gemm_bf16 = 2 * 1024 ** 3 / timeit(lambda: torch.nn.functional.linear(abf, wbf), 5) / 1e9
+    gemv_s = timeit(lambda: torch.nn.functional.linear(gemv_x, gemv_w), 200)
+
+print(json.dumps({
+    "prefill_tokens_per_s": prompt_len / prefill,
+    "decode_tokens_per_s_batch1": decode1,
+    "decode_tokens_per_s_batch8": decode8,
+    "time_to_first_token_s": ttft,
+    "peak_rss_bytes": rss,
+    "gemm_1024_gflops_f32": gemm_f32,
+    "gemm_1024_gflops_bf16": gemm_bf16,
+    "gemv_4096x1024_bf16_gb_per_s": 4096 * 1024 * 2 / gemv_s / 1e9,
+    "torch": torch.__version__,
+}))

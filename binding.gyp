@@ -1,0 +1,74 @@
+# The cpu device's native addon (src/devices/cpu/native), built by `npm install` (node-gyp) into
+# build/Release/tsorch_cpu.node. On x86-64 the GEMM kernels are also compiled for AVX2 and
+# AVX-512 in static libraries with their own -m flags; the addon picks one at load time
+# (cpu.cc). Everything else is compiled for the baseline target, so the addon runs on any CPU.
+{
+  "variables": {
+    "x86_kernels%": "<!(node -p \"process.arch === 'x64' && process.platform !== 'win32' ? 1 : 0\")",
+  },
+  "target_defaults": {
+    "cflags!": ["-O2"],
+    "cflags_cc!": ["-std=gnu++17"],
+    "cflags": ["-O3"],
+    "cflags_cc": ["-std=c++17", "-O3"],
+    "xcode_settings": {
+      "GCC_OPTIMIZATION_LEVEL": "3",
+      "CLANG_CXX_LANGUAGE_STANDARD": "c++17",
+      "MACOSX_DEPLOYMENT_TARGET": "10.15",
+    },
+    "conditions": [
+      ["x86_kernels==1", {"defines": ["TSORCH_X86_KERNELS"]}],
+    ],
+  },
+  "targets": [
+    {
+      "target_name": "tsorch_cpu",
+      "sources": [
+        "src/devices/cpu/native/addon.cc",
+        "src/devices/cpu/native/attention.cc",
+        "src/devices/cpu/native/copy.cc",
+        "src/devices/cpu/native/cpu.cc",
+        "src/devices/cpu/native/elementwise.cc",
+        "src/devices/cpu/native/embedding.cc",
+        "src/devices/cpu/native/gemm.cc",
+        "src/devices/cpu/native/gemm_portable.cc",
+        "src/devices/cpu/native/linear.cc",
+        "src/devices/cpu/native/matmul.cc",
+        "src/devices/cpu/native/napi_args.cc",
+        "src/devices/cpu/native/norm.cc",
+        "src/devices/cpu/native/reduce.cc",
+        "src/devices/cpu/native/rotary.cc",
+        "src/devices/cpu/native/softmax.cc",
+        "src/devices/cpu/native/sort.cc",
+        "src/devices/cpu/native/thread_pool.cc",
+      ],
+      "conditions": [
+        ["x86_kernels==1", {"dependencies": ["tsorch_gemm_avx2", "tsorch_gemm_avx512"]}],
+      ],
+    },
+  ],
+  "conditions": [
+    ["x86_kernels==1", {
+      "targets": [
+        {
+          "target_name": "tsorch_gemm_avx2",
+          "type": "static_library",
+          "sources": ["src/devices/cpu/native/gemm_avx2.cc"],
+          "cflags_cc": ["-mavx2", "-mfma", "-mf16c"],
+          "xcode_settings": {"OTHER_CPLUSPLUSFLAGS": ["-mavx2", "-mfma", "-mf16c"]},
+        },
+        {
+          "target_name": "tsorch_gemm_avx512",
+          "type": "static_library",
+          "sources": ["src/devices/cpu/native/gemm_avx512.cc"],
+          # GCC 12's AVX-512 headers trip -Wuninitialized on their own _mm512_undefined_*().
+          "cflags_cc": ["-mavx512f", "-mavx512bw", "-mavx512vl", "-mfma", "-mf16c",
+                        "-Wno-uninitialized", "-Wno-maybe-uninitialized"],
+          "xcode_settings": {
+            "OTHER_CPLUSPLUSFLAGS": ["-mavx512f", "-mavx512bw", "-mavx512vl", "-mfma", "-mf16c"],
+          },
+        },
+      ],
+    }],
+  ],
+}

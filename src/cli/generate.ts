@@ -1,0 +1,148 @@
+/**
+ * `tsorch generate` and `tsorch forward`: load a model (folder or Hub id) and generate text,
+ * streaming it to stdout, or print logits / token ids as JSON for scripting.
+ */
+import { existsSync } from "node:fs";
+import * as path from "node:path";
+import { resolveModel } from "../hub/index.js";
+import { AutoModelForCausalLM } from "../transformers/auto.js";
+import { DecodeStream } from "../transformers/decode_stream.js";
+import { PreTrainedTokenizer } from "../transformers/tokenization.js";
+import type { PreTrainedModel } from "../transformers/modeling_utils.js";
+import { numberFlag, parseFlags, parseIdLists, UsageError } from "./args.js";
+
+const MODEL_FLAGS = {
+  model: { type: "string" }, device: { type: "string" }, dtype: { type: "string" },
+  "input-ids": { type: "string" }, output: { type: "string" }, revision: { type: "string" },
+} as const;
+
+export const GENERATE_USAGE = `usage: tsorch generate --model DIR_OR_HUB_ID [--prompt TEXT | --input-ids 1,2,3[;4,5,6]] [options]
+  --max-new-tokens N   (default: generation_config.json, else 20)
+  --do-sample [true|false] --temperature T --top-k K --top-p P --min-p P --repetition-penalty R --seed S
+  --stop STRING        stop string (repeatable)
+  --chat               apply the tokenizer's chat template to the prompt
+  --cache static|dynamic
+  --device cpu|webgpu  --dtype float32|bfloat16|float16|auto
+  --output text|json   json prints {"new_token_ids": [...], "text": "..."}
+The prompt is read from stdin when --prompt and --input-ids are absent.`;
+
+export const FORWARD_USAGE = `usage: tsorch forward --model DIR_OR_HUB_ID --input-ids 1,2,3[;4,5,6] [--device D] [--dtype T] --output json
+Prints {"logits": [[...], ...]}: the logits of every position (one level deeper for several sequences).`;
+
+function checkOutput(v: unknown): "text" | "json" {
+  if (v === undefined || v === "text" || v === "json") return (v ?? "text") as "text" | "json";
+  throw new UsageError(`--output must be text or json, got '${v}'`);
+}
+
+async function loadModel(values: Record<string, unknown>): Promise<{ model: PreTrainedModel; dir: string }> {
+  if (typeof values.model !== "string") throw new UsageError("--model is required (a folder or a Hub id such as org/name)");
+  const dir = await resolveModel(values.model, { revision: values.revision as string | undefined });
+  const model = await AutoModelForCausalLM.fromPretrained(dir, { device: values.device as string | undefined, dtype: values.dtype as string | undefined });
+  return { model, dir };
+}
+
+async function loadTokenizer(dir: string, required: boolean): Promise<PreTrainedTokenizer | undefined> {
+  if (!required && !existsSync(path.join(dir, "tokenizer.json"))) return undefined;
+  return PreTrainedTokenizer.fromPretrained(dir);
+}
+
+/** Left-pad sequences of different lengths; returns ids and the attention mask. */
+function leftPad(rows: number[][], pad: number): { ids: number[][]; mask: number[][] } {
+  const L = Math.max(...rows.map((r) => r.length));
+  return {
+    ids: rows.map((r) => [...new Array(L - r.length).fill(pad), ...r]),
+    mask: rows.map((r) => [...new Array(L - r.length).fill(0), ...r.map(() => 1)]),
+  };
+}
+
+async function readStdin(): Promise<string> {
+  if (process.stdin.isTTY) throw new UsageError("no prompt: pass --prompt TEXT, --input-ids, or pipe text on stdin");
+  const chunks: Buffer[] = [];
+  for await (const c of process.stdin) chunks.push(c as Buffer);
+  return Buffer.concat(chunks).toString("utf8").replace(/\n$/, "");
+}
+
+export async function generateCommand(argv: string[]): Promise<void> {
+  const v = parseFlags(argv, {
+    ...MODEL_FLAGS,
+    prompt: { type: "string" }, "max-new-tokens": { type: "string" }, "do-sample": { type: "boolean" },
+    temperature: { type: "string" }, "top-k": { type: "string" }, "top-p": { type: "string" }, "min-p": { type: "string" },
+    "repetition-penalty": { type: "string" }, seed: { type: "string" }, stop: { type: "string", multiple: true },
+    chat: { type: "boolean" }, cache: { type: "string" },
+  });
+  const output = checkOutput(v.output);
+  if (v.prompt !== undefined && v["input-ids"] !== undefined) throw new UsageError("pass either --prompt or --input-ids, not both");
+  const cache = v.cache as string | undefined;
+  if (cache !== undefined && cache !== "static" && cache !== "dynamic") throw new UsageError(`--cache must be static or dynamic, got '${cache}'`);
+  const flags = {
+    maxNewTokens: numberFlag(v, "max-new-tokens", true),
+    doSample: v["do-sample"] as boolean | undefined,
+    temperature: numberFlag(v, "temperature"),
+    topK: numberFlag(v, "top-k", true),
+    topP: numberFlag(v, "top-p"),
+    minP: numberFlag(v, "min-p"),
+    repetitionPenalty: numberFlag(v, "repetition-penalty"),
+    seed: numberFlag(v, "seed", true),
+    stopStrings: v.stop as string[] | undefined,
+    cacheImplementation: cache as "static" | "dynamic" | undefined,
+  };
+  const { model, dir } = await loadModel(v);
+  const byIds = typeof v["input-ids"] === "string";
+  const tokenizer = await loadTokenizer(dir, !byIds);
+
+  let rows: number[][];
+  if (byIds) rows = parseIdLists(v["input-ids"] as string);
+  else {
+    const prompt = typeof v.prompt === "string" ? v.prompt : await readStdin();
+    rows = [v.chat
+      ? (tokenizer!.applyChatTemplate([{ role: "user", content: prompt }], { addGenerationPrompt: true, tokenize: true }) as number[])
+      : tokenizer!.encode(prompt)];
+  }
+  const pad = (model.generationConfig.pad_token_id ?? model.config.pad_token_id ?? 0) as number;
+  const { ids, mask } = leftPad(rows, pad);
+  const opts = { ...flags, tokenizer, attentionMask: rows.length > 1 ? mask : undefined };
+
+  const fresh: number[][] = ids.map(() => []);
+  const finished = ids.map(() => false);
+  const eos = new Set<number>([model.generationConfig.eos_token_id ?? model.config.eos_token_id ?? []].flat() as number[]);
+  const stream = output === "text" && tokenizer && rows.length === 1
+    ? new DecodeStream(tokenizer, { skipSpecialTokens: true })
+    : undefined;
+  if (stream) process.stdout.write(stream.put(ids[0]));
+  for await (const step of model.generateStream(ids, opts)) {
+    step.forEach((t, b) => {
+      if (finished[b]) return;
+      fresh[b].push(t);
+      if (eos.has(t)) finished[b] = true;
+    });
+    if (stream) process.stdout.write(stream.put(step[0]));
+  }
+  if (stream) {
+    process.stdout.write(stream.end() + "\n");
+    return;
+  }
+  const texts = fresh.map((f) => (tokenizer ? tokenizer.decode(f, { skipSpecialTokens: true }) : null));
+  if (output === "json") {
+    const one = rows.length === 1;
+    process.stdout.write(JSON.stringify({ new_token_ids: one ? fresh[0] : fresh, text: one ? texts[0] : texts }) + "\n");
+  } else {
+    process.stdout.write(texts.map((t, b) => t ?? fresh[b].join(",")).join("\n") + "\n");
+  }
+}
+
+export async function forwardCommand(argv: string[]): Promise<void> {
+  const v = parseFlags(argv, MODEL_FLAGS);
+  if (checkOutput(v.output ?? "json") !== "json") throw new UsageError("tsorch forward supports only --output json");
+  if (typeof v["input-ids"] !== "string") throw new UsageError("--input-ids is required, e.g. --input-ids 1,2,3");
+  const rows = parseIdLists(v["input-ids"]);
+  const { model } = await loadModel(v);
+  const pad = (model.config.pad_token_id ?? 0) as number;
+  const { ids, mask } = leftPad(rows, pad);
+  const L = ids[0].length;
+  if (L > model.maxPositions) throw new RangeError(`input has ${L} tokens, longer than the model's max_position_embeddings (${model.maxPositions})`);
+  const logits = model.logits(ids, rows.length > 1 ? mask : undefined);
+  const data = (await logits.data()) as Float32Array;
+  const V = logits.shape[2];
+  const rowsOut = ids.map((_, b) => Array.from({ length: L }, (_, l) => Array.from(data.subarray((b * L + l) * V, (b * L + l + 1) * V))));
+  process.stdout.write(JSON.stringify({ logits: rows.length === 1 ? rowsOut[0] : rowsOut }) + "\n");
+}

@@ -1,0 +1,114 @@
+/**
+ * The conformance runner: every case on one device, outputs compared with the float64 references,
+ * a per-op table and the pass rate (conformance-<device>.json holds the same as JSON).
+ */
+import type { Device } from "../devices/device.js";
+import type { Tensor } from "../tensor/tensor.js";
+import { place, type Case } from "./case.js";
+import { copyCases } from "./cases/copy.js";
+import { elementwiseCases } from "./cases/elementwise.js";
+import { nnCases } from "./cases/nn.js";
+import { reduceFamilyCases } from "./cases/reduce.js";
+import { errorRatio, num, type Value } from "./reference.js";
+
+/** Every conformance case. */
+export function allCases(): Case[] {
+  return [...copyCases(), ...elementwiseCases(), ...reduceFamilyCases(), ...nnCases()];
+}
+
+export interface CaseResult {
+  op: string;
+  name: string;
+  passed: boolean;
+  /** Why it failed. */
+  reason?: string;
+  /** Largest error as a fraction of the allowed error (0 = exact). */
+  worst: number;
+}
+
+export interface OpSummary {
+  op: string;
+  cases: number;
+  passed: number;
+  worst: number;
+}
+
+export interface Report {
+  device: string;
+  cases: number;
+  passed: number;
+  /** Passed cases / cases, in percent. */
+  passRate: number;
+  ops: OpSummary[];
+  failures: CaseResult[];
+}
+
+async function check(c: Case, device: Device): Promise<CaseResult> {
+  const result = (passed: boolean, worst: number, reason?: string): CaseResult => ({ op: c.op, name: c.name, passed, worst, reason });
+  let got: { t: Tensor; values: ArrayLike<Value> }[];
+  try {
+    const out = c.run(c.inputs.map((i) => place(i, device)));
+    const outs = Array.isArray(out) ? out : [out];
+    got = [];
+    for (const t of outs) got.push({ t, values: (await t.data()) as ArrayLike<Value> });
+  } catch (e) {
+    const err = e as Error;
+    if (!Array.isArray(c.expect) && err?.name === c.expect.throws) return result(true, 0);
+    return result(false, Infinity, `threw ${err?.name}: ${err?.message}`);
+  }
+  if (!Array.isArray(c.expect)) return result(false, Infinity, `expected ${c.expect.throws}, nothing was thrown`);
+  if (got.length !== c.expect.length) return result(false, Infinity, `${got.length} outputs, expected ${c.expect.length}`);
+  let worst = 0;
+  for (let k = 0; k < got.length; k++) {
+    const { t, values } = got[k], want = c.expect[k];
+    if (t.dtype !== want.dtype) return result(false, Infinity, `output ${k}: dtype ${t.dtype}, expected ${want.dtype}`);
+    if (t.shape.length !== want.shape.length || t.shape.some((s, i) => s !== want.shape[i])) {
+      return result(false, Infinity, `output ${k}: shape [${t.shape}], expected [${want.shape}]`);
+    }
+    for (let i = 0; i < want.values.length; i++) {
+      const mag = want.mag?.[i];
+      const m = mag !== undefined && Number.isFinite(mag) ? mag : Math.abs(num(want.values[i]));
+      const r = errorRatio(values[i], want.values[i], c.tol, Number.isFinite(m) ? m : 0);
+      if (!(r <= 1)) return result(false, r, `output ${k}[${i}]: got ${values[i]}, expected ${want.values[i]}`);
+      worst = Math.max(worst, r);
+    }
+  }
+  return result(true, worst);
+}
+
+/** Run every case (or those whose op contains `filter`) on `device`. */
+export async function runConformance(device: Device, filter?: string): Promise<Report> {
+  const cases = allCases().filter((c) => !filter || c.op.includes(filter));
+  const results: CaseResult[] = [];
+  for (const c of cases) results.push(await check(c, device));
+  const ops = new Map<string, OpSummary>();
+  for (const r of results) {
+    const s = ops.get(r.op) ?? { op: r.op, cases: 0, passed: 0, worst: 0 };
+    s.cases++;
+    if (r.passed) {
+      s.passed++;
+      s.worst = Math.max(s.worst, r.worst);
+    }
+    ops.set(r.op, s);
+  }
+  const passed = results.filter((r) => r.passed).length;
+  return {
+    device: device.name,
+    cases: results.length,
+    passed,
+    passRate: results.length ? (100 * passed) / results.length : 100,
+    ops: [...ops.values()],
+    failures: results.filter((r) => !r.passed),
+  };
+}
+
+/** The per-op table, the failures and the pass rate, as printed by `tsorch conformance`. */
+export function formatReport(report: Report, adapter = ""): string {
+  const lines = [`conformance on ${report.device}${adapter ? ` (${adapter})` : ""}`, `${"op".padEnd(28)}${"cases".padStart(7)}${"passed".padStart(8)}  worst error / tolerance`];
+  for (const s of report.ops) {
+    lines.push(`${s.op.padEnd(28)}${String(s.cases).padStart(7)}${String(s.passed).padStart(8)}  ${s.worst.toFixed(3)}`);
+  }
+  for (const f of report.failures) lines.push(`FAIL ${f.op}: ${f.name}: ${f.reason}`);
+  lines.push(`pass rate: ${report.passRate.toFixed(1)}% (${report.passed}/${report.cases} cases, ${report.ops.length} ops)`);
+  return lines.join("\n");
+}

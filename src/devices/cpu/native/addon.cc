@@ -1,0 +1,436 @@
+// Node-API glue of the cpu device's addon: one export per function of native.ts (the ABI and its
+// contracts live there). Each export parses and checks its arguments (napi_args.h), so that bad
+// input throws a JS TypeError / RangeError instead of reaching a kernel, then runs the kernel
+// (ops.h) synchronously on the thread pool.
+#include <cmath>
+#include <string>
+
+#include "cpu.h"
+#include "dtype.h"
+#include "napi_args.h"
+#include "ops.h"
+#include "thread_pool.h"
+
+namespace tsorch {
+
+namespace {
+
+napi_value undefined(napi_env env) {
+  napi_value u;
+  napi_get_undefined(env, &u);
+  return u;
+}
+
+const char* const kBinaryNames[] = {"add", "sub", "mul", "div", "maximum", "minimum", "pow", "eq",
+                                    "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or"};
+const char* const kReduceNames[] = {"sum", "mean", "max", "min", "argmax", "argmin", "prod"};
+
+// numThreads(): the size of the thread pool.
+napi_value NumThreads(napi_env env, napi_callback_info info) {
+  Args args(env, info, "numThreads", 0);
+  if (args.failed()) return nullptr;
+  napi_value v;
+  napi_create_int32(env, ThreadPool::get().size(), &v);
+  return v;
+}
+
+// cpuFeatures(): detected CPU features and the kernel tier in use.
+napi_value CpuFeatures(napi_env env, napi_callback_info info) {
+  Args args(env, info, "cpuFeatures", 0);
+  if (args.failed()) return nullptr;
+  napi_value v;
+  const std::string& s = cpu_features();
+  napi_create_string_utf8(env, s.data(), s.size(), &v);
+  return v;
+}
+
+// copy(src, srcDtype, srcStrides, dst, dstDtype, dstStrides, shape): strided copy and cast.
+napi_value Copy(napi_env env, napi_callback_info info) {
+  Args args(env, info, "copy", 7);
+  const Buffer src = args.buffer(0, "src");
+  const int sdt = args.dtype(1, "srcDtype");
+  const Dims sst = args.ints(2, "srcStrides");
+  const Buffer dst = args.buffer(3, "dst");
+  const int ddt = args.dtype(4, "dstDtype");
+  const Dims dstr = args.ints(5, "dstStrides");
+  const Dims shape = args.ints(6, "shape", -1, 0);
+  args.fits(src, sdt, shape, sst);
+  args.fits(dst, ddt, shape, dstr);
+  if (args.failed()) return nullptr;
+  copy(src.data, sdt, sst, dst.data, ddt, dstr, shape);
+  return undefined(env);
+}
+
+// unary(op, x, out, n): out[i] = op(x[i]) on float32.
+napi_value Unary(napi_env env, napi_callback_info info) {
+  Args args(env, info, "unary", 4);
+  const int op = static_cast<int>(args.integer(0, "op", 0, kNumUnary - 1));
+  const Buffer x = args.buffer(1, "x");
+  const Buffer out = args.buffer(2, "out");
+  const int64_t n = args.integer(3, "n");
+  args.fits(x, kF32, {n});
+  args.fits(out, kF32, {n});
+  if (args.failed()) return nullptr;
+  unary(op, static_cast<const float*>(x.data), static_cast<float*>(out.data), n);
+  return undefined(env);
+}
+
+// binary(op, dtype, a, aStrides, b, bStrides, out, shape): broadcasting arithmetic / comparison.
+napi_value Binary(napi_env env, napi_callback_info info) {
+  Args args(env, info, "binary", 8);
+  const int op = static_cast<int>(args.integer(0, "op", 0, kNumBinary - 1));
+  const int dt = args.dtype(1, "dtype");
+  const Buffer a = args.buffer(2, "a");
+  const Dims as = args.ints(3, "aStrides");
+  const Buffer b = args.buffer(4, "b");
+  const Dims bs = args.ints(5, "bStrides");
+  const Buffer out = args.buffer(6, "out");
+  const Dims shape = args.ints(7, "shape", -1, 0);
+  if (args.failed()) return nullptr;
+  const bool logical = op == kLogicalAnd || op == kLogicalOr;
+  const bool compare = op >= kEq && op <= kGe;
+  const bool numeric = dt == kF32 || dt == kI32 || dt == kI64;
+  const char* name = kBinaryNames[op];
+  if (logical) args.check(dt == kBool, true, "%s needs bool inputs, got %s", name, dtype_name(dt));
+  else if (compare) args.check(numeric || dt == kBool, true, "%s does not support %s", name, dtype_name(dt));
+  else if (op == kPow) args.check(dt == kF32, true, "pow supports float32 only (integer pow is not supported), got %s", dtype_name(dt));
+  else args.check(numeric, true, "%s supports float32, int32 and int64, got %s", name, dtype_name(dt));
+  args.fits(a, dt, shape, as);
+  args.fits(b, dt, shape, bs);
+  args.fits(out, logical || compare ? static_cast<int>(kBool) : dt, shape);
+  if (args.failed()) return nullptr;
+  const bool ok = binary(op, dt, a.data, as, b.data, bs, out.data, shape);
+  if (!args.check(ok, false, "integer division by zero")) return nullptr;
+  return undefined(env);
+}
+
+// where(cond, condStrides, a, aStrides, b, bStrides, dtype, out, shape): out = cond ? a : b.
+napi_value Where(napi_env env, napi_callback_info info) {
+  Args args(env, info, "where", 9);
+  const Buffer cond = args.buffer(0, "cond");
+  const Dims cs = args.ints(1, "condStrides");
+  const Buffer a = args.buffer(2, "a");
+  const Dims as = args.ints(3, "aStrides");
+  const Buffer b = args.buffer(4, "b");
+  const Dims bs = args.ints(5, "bStrides");
+  const int dt = args.dtype(6, "dtype");
+  const Buffer out = args.buffer(7, "out");
+  const Dims shape = args.ints(8, "shape", -1, 0);
+  args.fits(cond, kBool, shape, cs);
+  args.fits(a, dt, shape, as);
+  args.fits(b, dt, shape, bs);
+  args.fits(out, dt, shape);
+  if (args.failed()) return nullptr;
+  where(static_cast<const uint8_t*>(cond.data), cs, a.data, as, b.data, bs, dt, out.data, shape);
+  return undefined(env);
+}
+
+// reduce(op, x, dtype, out, outer, n): last-axis sum / mean / max / min / argmax / argmin / prod.
+napi_value Reduce(napi_env env, napi_callback_info info) {
+  Args args(env, info, "reduce", 6);
+  const int op = static_cast<int>(args.integer(0, "op", 0, kNumReduce - 1));
+  const Buffer x = args.buffer(1, "x");
+  const int dt = args.dtype(2, "dtype");
+  const Buffer out = args.buffer(3, "out");
+  const int64_t outer = args.integer(4, "outer");
+  const int64_t n = args.integer(5, "n");
+  if (args.failed()) return nullptr;
+  const char* name = kReduceNames[op];
+  args.check(dt == kF32 || dt == kI32 || dt == kI64, true,
+             "reduce %s supports float32, int32 and int64, got %s", name, dtype_name(dt));
+  args.check(op != kMean || dt == kF32, true, "mean supports float32 only, got %s", dtype_name(dt));
+  const bool needs_values = op == kMax || op == kMin || op == kArgmax || op == kArgmin;
+  args.check(!needs_values || n > 0 || outer == 0, false, "%s of an empty axis (n = 0)", name);
+  const int out_dt = op == kArgmax || op == kArgmin ? static_cast<int>(kI64)
+                     : op == kMax || op == kMin     ? dt
+                     : dt == kF32                   ? static_cast<int>(kF32)
+                                                    : static_cast<int>(kI64);
+  args.fits(x, dt, {outer, n});
+  args.fits(out, out_dt, {outer});
+  if (args.failed()) return nullptr;
+  reduce(op, x.data, dt, out.data, outer, n);
+  return undefined(env);
+}
+
+// cumsum(x, dtype, out, outer, n): inclusive cumulative sum along the last axis.
+napi_value Cumsum(napi_env env, napi_callback_info info) {
+  Args args(env, info, "cumsum", 5);
+  const Buffer x = args.buffer(0, "x");
+  const int dt = args.dtype(1, "dtype");
+  const Buffer out = args.buffer(2, "out");
+  const int64_t outer = args.integer(3, "outer");
+  const int64_t n = args.integer(4, "n");
+  args.check(dt == kF32 || dt == kI64, true, "cumsum supports float32 and int64, got %s",
+             dtype_name(dt));
+  args.fits(x, dt, {outer, n});
+  args.fits(out, dt, {outer, n});
+  if (args.failed()) return nullptr;
+  cumsum(x.data, dt, out.data, outer, n);
+  return undefined(env);
+}
+
+// softmax(x, out, rows, n, log): row-wise softmax or log_softmax of float32.
+napi_value Softmax(napi_env env, napi_callback_info info) {
+  Args args(env, info, "softmax", 5);
+  const Buffer x = args.buffer(0, "x");
+  const Buffer out = args.buffer(1, "out");
+  const int64_t rows = args.integer(2, "rows");
+  const int64_t n = args.integer(3, "n");
+  const int64_t log = args.integer(4, "log", 0, 1);
+  args.fits(x, kF32, {rows, n});
+  args.fits(out, kF32, {rows, n});
+  if (args.failed()) return nullptr;
+  softmax(static_cast<const float*>(x.data), static_cast<float*>(out.data), rows, n, log != 0);
+  return undefined(env);
+}
+
+// Checks that `dt` is float32, float16 or bfloat16.
+bool float_dtype(Args& args, int dt, const char* name) {
+  return args.check(dtype_is_float(dt), true, "%s must be float32, float16 or bfloat16, got %s",
+                    name, dtype_name(dt));
+}
+
+// linear(x, w, wDtype, bias, biasDtype, out, M, N, K): out = x @ w^T + bias.
+napi_value Linear(napi_env env, napi_callback_info info) {
+  Args args(env, info, "linear", 9);
+  const Buffer x = args.buffer(0, "x");
+  const Buffer w = args.buffer(1, "w");
+  const int wdt = args.dtype(2, "wDtype");
+  const Buffer bias = args.buffer(3, "bias", true);
+  const int bdt = args.dtype(4, "biasDtype");
+  const Buffer out = args.buffer(5, "out");
+  const int64_t M = args.integer(6, "M"), N = args.integer(7, "N"), K = args.integer(8, "K");
+  float_dtype(args, wdt, "wDtype");
+  if (bias.data) {
+    float_dtype(args, bdt, "biasDtype");
+    args.fits(bias, bdt, {N});
+  }
+  args.fits(x, kF32, {M, K});
+  args.fits(w, wdt, {N, K});
+  args.fits(out, kF32, {M, N});
+  if (args.failed()) return nullptr;
+  linear(static_cast<const float*>(x.data), w.data, wdt, bias.data, bdt,
+         static_cast<float*>(out.data), M, N, K);
+  return undefined(env);
+}
+
+// matmul(a, aStrides, b, bStrides, out, batch, M, N, K): batched strided float32 matmul.
+napi_value Matmul(napi_env env, napi_callback_info info) {
+  Args args(env, info, "matmul", 9);
+  const Buffer a = args.buffer(0, "a");
+  const Dims as = args.ints(1, "aStrides", 3);
+  const Buffer b = args.buffer(2, "b");
+  const Dims bs = args.ints(3, "bStrides", 3);
+  const Buffer out = args.buffer(4, "out");
+  const int64_t batch = args.integer(5, "batch"), M = args.integer(6, "M");
+  const int64_t N = args.integer(7, "N"), K = args.integer(8, "K");
+  args.fits(a, kF32, {batch, M, K}, as);
+  args.fits(b, kF32, {batch, K, N}, bs);
+  args.fits(out, kF32, {batch, M, N});
+  if (args.failed()) return nullptr;
+  matmul(static_cast<const float*>(a.data), as.data(), static_cast<const float*>(b.data),
+         bs.data(), static_cast<float*>(out.data), batch, M, N, K);
+  return undefined(env);
+}
+
+// sdpa(q, qStrides, k, kStrides, v, vStrides, out, mask, maskStrides, B, Hq, Hkv, Lq, Lk, D, Dv,
+//      scale, softcap, causalOffset, window): attention with GQA and masks.
+napi_value Sdpa(napi_env env, napi_callback_info info) {
+  Args args(env, info, "sdpa", 20);
+  const Buffer q = args.buffer(0, "q");
+  const Dims qs = args.ints(1, "qStrides", 4);
+  const Buffer k = args.buffer(2, "k");
+  const Dims ks = args.ints(3, "kStrides", 4);
+  const Buffer v = args.buffer(4, "v");
+  const Dims vs = args.ints(5, "vStrides", 4);
+  const Buffer out = args.buffer(6, "out");
+  const Buffer mask = args.buffer(7, "mask", true);
+  const Dims ms = mask.data ? args.ints(8, "maskStrides", 3) : Dims{0, 0, 0};
+  const int64_t B = args.integer(9, "B"), Hq = args.integer(10, "Hq");
+  const int64_t Hkv = args.integer(11, "Hkv", 1), Lq = args.integer(12, "Lq");
+  const int64_t Lk = args.integer(13, "Lk"), D = args.integer(14, "D"), Dv = args.integer(15, "Dv");
+  const double scale = args.number(16, "scale"), softcap = args.number(17, "softcap");
+  const int64_t causal = args.integer(18, "causalOffset", -(int64_t(1) << 53));
+  const int64_t window = args.integer(19, "window", -(int64_t(1) << 53));
+  if (args.failed()) return nullptr;
+  args.check(Hq % Hkv == 0, false, "Hq = %lld is not a multiple of Hkv = %lld",
+             static_cast<long long>(Hq), static_cast<long long>(Hkv));
+  args.fits(q, kF32, {B, Hq, Lq, D}, qs);
+  args.fits(k, kF32, {B, Hkv, Lk, D}, ks);
+  args.fits(v, kF32, {B, Hkv, Lk, Dv}, vs);
+  args.fits(out, kF32, {B, Lq, Hq, Dv});
+  if (mask.data) args.fits(mask, kF32, {B, Hq, Lq, Lk}, {ms[0], ms[1], ms[2], 1});
+  if (args.failed()) return nullptr;
+  SdpaArgs s{static_cast<const float*>(q.data), {qs[0], qs[1], qs[2], qs[3]},
+             static_cast<const float*>(k.data), {ks[0], ks[1], ks[2], ks[3]},
+             static_cast<const float*>(v.data), {vs[0], vs[1], vs[2], vs[3]},
+             static_cast<float*>(out.data),
+             static_cast<const float*>(mask.data), {ms[0], ms[1], ms[2]},
+             B, Hq, Hkv, Lq, Lk, D, Dv,
+             static_cast<float>(scale), static_cast<float>(softcap), causal, window};
+  sdpa(s);
+  return undefined(env);
+}
+
+// rmsNorm(x, w, wDtype, out, rows, n, eps, offset): out = x * rsqrt(mean(x^2) + eps) * (offset + w).
+napi_value RmsNorm(napi_env env, napi_callback_info info) {
+  Args args(env, info, "rmsNorm", 8);
+  const Buffer x = args.buffer(0, "x");
+  const Buffer w = args.buffer(1, "w");
+  const int wdt = args.dtype(2, "wDtype");
+  const Buffer out = args.buffer(3, "out");
+  const int64_t rows = args.integer(4, "rows"), n = args.integer(5, "n");
+  const double eps = args.number(6, "eps"), offset = args.number(7, "offset");
+  float_dtype(args, wdt, "wDtype");
+  args.fits(x, kF32, {rows, n});
+  args.fits(w, wdt, {n});
+  args.fits(out, kF32, {rows, n});
+  if (args.failed()) return nullptr;
+  rms_norm(static_cast<const float*>(x.data), w.data, wdt, static_cast<float*>(out.data), rows, n,
+           static_cast<float>(eps), static_cast<float>(offset));
+  return undefined(env);
+}
+
+// layerNorm(x, w, wDtype, b, bDtype, out, rows, n, eps): out = (x - mean) / sqrt(var + eps) * w + b.
+napi_value LayerNorm(napi_env env, napi_callback_info info) {
+  Args args(env, info, "layerNorm", 9);
+  const Buffer x = args.buffer(0, "x");
+  const Buffer w = args.buffer(1, "w", true);
+  const int wdt = args.dtype(2, "wDtype");
+  const Buffer b = args.buffer(3, "b", true);
+  const int bdt = args.dtype(4, "bDtype");
+  const Buffer out = args.buffer(5, "out");
+  const int64_t rows = args.integer(6, "rows"), n = args.integer(7, "n");
+  const double eps = args.number(8, "eps");
+  if (w.data) {
+    float_dtype(args, wdt, "wDtype");
+    args.fits(w, wdt, {n});
+  }
+  if (b.data) {
+    float_dtype(args, bdt, "bDtype");
+    args.fits(b, bdt, {n});
+  }
+  args.fits(x, kF32, {rows, n});
+  args.fits(out, kF32, {rows, n});
+  if (args.failed()) return nullptr;
+  layer_norm(static_cast<const float*>(x.data), w.data, wdt, b.data, bdt,
+             static_cast<float*>(out.data), rows, n, static_cast<float>(eps));
+  return undefined(env);
+}
+
+// rotary(x, cos, sin, out, B, L, H, D, R): rotate_half rotary embedding; out may alias x.
+napi_value Rotary(napi_env env, napi_callback_info info) {
+  Args args(env, info, "rotary", 9);
+  const Buffer x = args.buffer(0, "x");
+  const Buffer cos = args.buffer(1, "cos");
+  const Buffer sin = args.buffer(2, "sin");
+  const Buffer out = args.buffer(3, "out");
+  const int64_t B = args.integer(4, "B"), L = args.integer(5, "L"), H = args.integer(6, "H");
+  const int64_t D = args.integer(7, "D"), R = args.integer(8, "R");
+  if (args.failed()) return nullptr;
+  args.check(R % 2 == 0 && R <= D, false, "R = %lld must be even and <= D = %lld",
+             static_cast<long long>(R), static_cast<long long>(D));
+  args.fits(x, kF32, {B, L, H, D});
+  args.fits(cos, kF32, {B, L, R});
+  args.fits(sin, kF32, {B, L, R});
+  args.fits(out, kF32, {B, L, H, D});
+  if (args.failed()) return nullptr;
+  rotary(static_cast<const float*>(x.data), static_cast<const float*>(cos.data),
+         static_cast<const float*>(sin.data), static_cast<float*>(out.data), B, L, H, D, R);
+  return undefined(env);
+}
+
+// embedding(table, tableDtype, V, ids, idsDtype, out, n, dim): out[i] = float32(table[ids[i]]).
+napi_value Embedding(napi_env env, napi_callback_info info) {
+  Args args(env, info, "embedding", 8);
+  const Buffer table = args.buffer(0, "table");
+  const int tdt = args.dtype(1, "tableDtype");
+  const int64_t V = args.integer(2, "V");
+  const Buffer ids = args.buffer(3, "ids");
+  const int idt = args.dtype(4, "idsDtype");
+  const Buffer out = args.buffer(5, "out");
+  const int64_t n = args.integer(6, "n"), dim = args.integer(7, "dim");
+  float_dtype(args, tdt, "tableDtype");
+  args.check(idt == kI32 || idt == kI64, true, "idsDtype must be int32 or int64, got %s",
+             dtype_name(idt));
+  args.fits(table, tdt, {V, dim});
+  args.fits(ids, idt, {n});
+  args.fits(out, kF32, {n, dim});
+  if (args.failed()) return nullptr;
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t id = idt == kI32 ? static_cast<const int32_t*>(ids.data)[i]
+                                   : static_cast<const int64_t*>(ids.data)[i];
+    if (!args.check(id >= 0 && id < V, false, "id %lld at position %lld is out of range [0, %lld)",
+                    static_cast<long long>(id), static_cast<long long>(i),
+                    static_cast<long long>(V)))
+      return nullptr;
+  }
+  embedding(table.data, tdt, ids.data, idt, static_cast<float*>(out.data), n, dim);
+  return undefined(env);
+}
+
+// sort(x, outValues, outIndices, rows, n, descending): stable row-wise sort with indices.
+napi_value Sort(napi_env env, napi_callback_info info) {
+  Args args(env, info, "sort", 6);
+  const Buffer x = args.buffer(0, "x");
+  const Buffer values = args.buffer(1, "outValues");
+  const Buffer indices = args.buffer(2, "outIndices");
+  const int64_t rows = args.integer(3, "rows"), n = args.integer(4, "n");
+  const int64_t descending = args.integer(5, "descending", 0, 1);
+  args.fits(x, kF32, {rows, n});
+  args.fits(values, kF32, {rows, n});
+  args.fits(indices, kI64, {rows, n});
+  if (args.failed()) return nullptr;
+  sort(static_cast<const float*>(x.data), static_cast<float*>(values.data),
+       static_cast<int64_t*>(indices.data), rows, n, descending != 0);
+  return undefined(env);
+}
+
+// topk(x, outValues, outIndices, rows, n, k): the k largest per row, largest first.
+napi_value Topk(napi_env env, napi_callback_info info) {
+  Args args(env, info, "topk", 6);
+  const Buffer x = args.buffer(0, "x");
+  const Buffer values = args.buffer(1, "outValues");
+  const Buffer indices = args.buffer(2, "outIndices");
+  const int64_t rows = args.integer(3, "rows"), n = args.integer(4, "n");
+  const int64_t k = args.integer(5, "k");
+  args.check(k <= n, false, "k = %lld is larger than n = %lld", static_cast<long long>(k),
+             static_cast<long long>(n));
+  args.fits(x, kF32, {rows, n});
+  args.fits(values, kF32, {rows, k});
+  args.fits(indices, kI64, {rows, k});
+  if (args.failed()) return nullptr;
+  topk(static_cast<const float*>(x.data), static_cast<float*>(values.data),
+       static_cast<int64_t*>(indices.data), rows, n, k);
+  return undefined(env);
+}
+
+}  // namespace
+
+}  // namespace tsorch
+
+NAPI_MODULE_INIT() {
+  using namespace tsorch;
+  const napi_property_descriptor props[] = {
+      {"numThreads", nullptr, NumThreads, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
+      {"cpuFeatures", nullptr, CpuFeatures, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
+      {"copy", nullptr, Copy, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
+      {"unary", nullptr, Unary, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
+      {"binary", nullptr, Binary, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
+      {"where", nullptr, Where, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
+      {"reduce", nullptr, Reduce, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
+      {"cumsum", nullptr, Cumsum, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
+      {"softmax", nullptr, Softmax, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
+      {"linear", nullptr, Linear, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
+      {"matmul", nullptr, Matmul, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
+      {"sdpa", nullptr, Sdpa, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
+      {"rmsNorm", nullptr, RmsNorm, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
+      {"layerNorm", nullptr, LayerNorm, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
+      {"rotary", nullptr, Rotary, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
+      {"embedding", nullptr, Embedding, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
+      {"sort", nullptr, Sort, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
+      {"topk", nullptr, Topk, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
+  };
+  napi_define_properties(env, exports, sizeof(props) / sizeof(props[0]), props);
+  return exports;
+}

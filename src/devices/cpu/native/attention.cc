@@ -1,0 +1,134 @@
+// sdpa: scaled dot-product attention with grouped KV heads, causal / sliding-window / additive
+// masks and logit soft-capping (transformers' eager_attention_forward, computed blockwise).
+//
+// Work is split into tasks of (batch, kv head, a subset of that kv head's query heads, a block of
+// queries). A task stacks its query rows into one matrix so that the keys and values of the kv
+// head are streamed once for all of them: S = Q K^T and O = softmax(S) V are two GEMMs over the
+// key range that any of its queries can see.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "dtype.h"
+#include "gemm.h"
+#include "ops.h"
+#include "thread_pool.h"
+
+namespace tsorch {
+
+namespace {
+
+constexpr int64_t kRowsPerTask = 64;      // query rows stacked per task
+constexpr int64_t kMaxScores = 1 << 20;   // floats of S per task
+
+// Keys [lo, hi) that query i may see through the causal / sliding-window masks.
+struct KeyRange {
+  int64_t lo, hi;
+};
+KeyRange visible(const SdpaArgs& a, int64_t i) {
+  if (a.causal_offset < 0) return {0, a.Lk};
+  const int64_t hi = std::min(a.Lk, i + a.causal_offset + 1);
+  const int64_t lo = a.window > 0 ? std::max<int64_t>(0, i + a.causal_offset - a.window + 1) : 0;
+  return {std::min(lo, a.Lk), hi};
+}
+
+// Turns raw scores s[0..nk) for keys [k0, k0 + nk) of query (b, h, i) into probabilities (zero
+// for masked keys). Returns false when every key is masked (then the row is all zeros).
+bool scores_to_probs(const SdpaArgs& a, float* s, int64_t k0, int64_t nk, int64_t b, int64_t h,
+                     int64_t i) {
+  constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+  const KeyRange kr = visible(a, i);
+  const int64_t lo = std::clamp<int64_t>(kr.lo - k0, 0, nk), hi = std::clamp<int64_t>(kr.hi - k0, lo, nk);
+  std::fill(s, s + lo, 0.f);
+  std::fill(s + hi, s + nk, 0.f);
+  float* v = s + lo;
+  const int64_t n = hi - lo;
+  for (int64_t j = 0; j < n; ++j) v[j] *= a.scale;
+  if (a.softcap > 0)
+    for (int64_t j = 0; j < n; ++j) v[j] = a.softcap * std::tanh(v[j] / a.softcap);
+  if (a.mask) {
+    const float* m = a.mask + b * a.ms[0] + h * a.ms[1] + i * a.ms[2] + k0 + lo;
+    for (int64_t j = 0; j < n; ++j) v[j] += m[j];
+  }
+  float mx = kNegInf;
+  for (int64_t j = 0; j < n; ++j) mx = v[j] > mx ? v[j] : mx;
+  if (mx == kNegInf) {
+    std::fill(v, v + n, 0.f);
+    return false;
+  }
+  float sum[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  for (int64_t j = 0; j < n; ++j) sum[j % 8] += (v[j] = std::exp(v[j] - mx));
+  const float inv = 1.f / (((sum[0] + sum[1]) + (sum[2] + sum[3])) + ((sum[4] + sum[5]) + (sum[6] + sum[7])));
+  for (int64_t j = 0; j < n; ++j) v[j] *= inv;
+  return true;
+}
+
+}  // namespace
+
+// See native.ts: q [B, Hq, Lq, D], k [B, Hkv, Lk, D], v [B, Hkv, Lk, Dv] strided; out contiguous
+// [B, Lq, Hq, Dv].
+void sdpa(const SdpaArgs& a) {
+  if (a.B == 0 || a.Hq == 0 || a.Lq == 0 || a.Dv == 0) return;
+  const int64_t group = a.Hq / a.Hkv;
+  // Queries per task, then query heads per task (fewer when there would be too few tasks).
+  int64_t qblock = std::clamp<int64_t>(kRowsPerTask / group, 1, std::max<int64_t>(a.Lq, 1));
+  while (qblock > 1 && group * qblock * a.Lk > kMaxScores) qblock /= 2;
+  const int64_t nqb = (a.Lq + qblock - 1) / qblock;
+  ThreadPool& pool = ThreadPool::get();
+  int64_t heads = group;
+  while (heads > 1 && a.B * a.Hkv * nqb * ((group + heads - 1) / heads) < 2 * pool.size())
+    heads = (heads + 1) / 2;
+  const int64_t hsplit = (group + heads - 1) / heads;
+  const int64_t tasks = a.B * a.Hkv * hsplit * nqb;
+
+  const auto task = [&](int64_t t) {
+    const int64_t qb = t % nqb, hs = (t / nqb) % hsplit, g = (t / nqb / hsplit) % a.Hkv;
+    const int64_t b = t / nqb / hsplit / a.Hkv;
+    const int64_t h0 = g * group + hs * heads, nh = std::min(heads, group - hs * heads);
+    const int64_t i0 = qb * qblock, ni = std::min(qblock, a.Lq - i0), rows = nh * ni;
+    const int64_t k0 = visible(a, i0).lo, k1 = visible(a, i0 + ni - 1).hi;
+    const int64_t nk = std::max<int64_t>(0, k1 - k0);
+    float* O = thread_scratch(3, rows * a.Dv);
+    std::memset(O, 0, sizeof(float) * rows * a.Dv);
+    if (nk > 0) {
+      // Q rows stacked as [rows, D]: row r is head h0 + r / ni, query i0 + r % ni.
+      float* Q = thread_scratch(1, rows * a.D);
+      for (int64_t r = 0; r < rows; ++r) {
+        const float* src = a.q + b * a.qs[0] + (h0 + r / ni) * a.qs[1] + (i0 + r % ni) * a.qs[2];
+        for (int64_t d = 0; d < a.D; ++d) Q[r * a.D + d] = src[d * a.qs[3]];
+      }
+      float* S = thread_scratch(2, rows * nk);
+      const float* kbase = a.k + b * a.ks[0] + g * a.ks[1] + k0 * a.ks[2];
+      gemm_range(Q, a.D, rows, a.D, BMatrix{kbase, kF32, a.ks[3], a.ks[2]}, nullptr, S, nk, 0, nk);
+      thread_local std::vector<uint8_t> live;
+      live.assign(rows, 0);
+      bool any = false;
+      for (int64_t r = 0; r < rows; ++r) {
+        live[r] = scores_to_probs(a, S + r * nk, k0, nk, b, h0 + r / ni, i0 + r % ni);
+        any = any || live[r];
+      }
+      if (any) {
+        const float* vbase = a.v + b * a.vs[0] + g * a.vs[1] + k0 * a.vs[2];
+        gemm_range(S, nk, rows, nk, BMatrix{vbase, kF32, a.vs[2], a.vs[3]}, nullptr, O, a.Dv, 0,
+                   a.Dv);
+        // A fully masked row must be exactly zero even if some v is inf or NaN.
+        for (int64_t r = 0; r < rows; ++r)
+          if (!live[r]) std::memset(O + r * a.Dv, 0, sizeof(float) * a.Dv);
+      }
+    }
+    for (int64_t r = 0; r < rows; ++r) {
+      float* dst = a.out + ((b * a.Lq + i0 + r % ni) * a.Hq + h0 + r / ni) * a.Dv;
+      std::memcpy(dst, O + r * a.Dv, sizeof(float) * a.Dv);
+    }
+  };
+  const double flops = 2.0 * a.B * a.Hq * a.Lq * a.Lk * (a.D + a.Dv);
+  if (split_count(flops, pool.size()) == 1) {
+    for (int64_t t = 0; t < tasks; ++t) task(t);
+  } else {
+    pool.parallel_for(tasks, task);
+  }
+}
+
+}  // namespace tsorch

@@ -1,0 +1,83 @@
+// Matrix-product driver (see gemm.h).
+#include "gemm.h"
+
+#include <algorithm>
+#include <cstdlib>
+
+#include "cpu.h"
+#include "dtype.h"
+#include "thread_pool.h"
+
+namespace tsorch {
+
+float* thread_scratch(int slot, size_t n) {
+  struct Buffer {
+    float* p = nullptr;
+    size_t cap = 0;
+    ~Buffer() { std::free(p); }
+  };
+  thread_local Buffer buffers[4];
+  Buffer& b = buffers[slot];
+  if (b.cap < n) {
+    std::free(b.p);
+    const size_t bytes = ((n * sizeof(float) + 63) / 64) * 64;
+    b.p = static_cast<float*>(std::aligned_alloc(64, bytes));
+    if (!b.p) std::abort();
+    b.cap = n;
+  }
+  return b.p;
+}
+
+namespace {
+
+// Whether gemm_range runs a direct (unpacked) kernel for this M and B.
+bool direct(const GemmKernels& k, int64_t M, const BMatrix& B) {
+  return M <= k.direct_max_m && (B.sk == 1 || (B.sn == 1 && B.dtype == kF32));
+}
+
+}  // namespace
+
+void gemm_range(const float* A, int64_t lda, int64_t M, int64_t K, const BMatrix& B,
+                const float* bias, float* C, int64_t ldc, int64_t n0, int64_t n1) {
+  if (M <= 0 || n1 <= n0) return;
+  if (K == 0) {
+    for (int64_t m = 0; m < M; ++m)
+      for (int64_t n = n0; n < n1; ++n) C[m * ldc + n] = bias ? bias[n] : 0.f;
+    return;
+  }
+  const GemmKernels& k = gemm_kernels();
+  if (direct(k, M, B) && B.sk == 1) {
+    k.gemv_nt(A, lda, M, K, B.p, B.dtype, B.sn, bias, C, ldc, n0, n1);
+  } else if (direct(k, M, B)) {
+    k.gemv_nn(A, lda, M, K, static_cast<const float*>(B.p), B.sk, bias, C, ldc, n0, n1);
+  } else {
+    float* scratch = thread_scratch(0, k.packed_scratch_floats);
+    k.gemm_packed(A, lda, M, K, B.p, B.dtype, B.sk, B.sn, bias, C, ldc, n0, n1, scratch);
+  }
+}
+
+void gemm_parallel(const float* A, int64_t lda, int64_t M, int64_t K, const BMatrix& B,
+                   const float* bias, float* C, int64_t ldc, int64_t N) {
+  ThreadPool& pool = ThreadPool::get();
+  const GemmKernels& k = gemm_kernels();
+  // The direct kernels stream B with no per-task setup: cut it finer, so that a thread that
+  // runs late (the machine is shared) does not hold up the others.
+  const int64_t per_thread = direct(k, M, B) ? 4 : 1;
+  const int64_t threads = split_count(2.0 * M * N * K, pool.size());
+  const int64_t panels = (N + k.panel - 1) / k.panel;
+  const int64_t ncols = std::max<int64_t>(1, std::min(panels, threads * per_thread));
+  // Narrow N (fewer panels than threads): also split rows, in multiples of 16.
+  const int64_t mrows = std::max<int64_t>(1, std::min((M + 15) / 16, threads / ncols));
+  if (ncols * mrows == 1) return gemm_range(A, lda, M, K, B, bias, C, ldc, 0, N);
+  pool.parallel_for(ncols * mrows, [&](int64_t t) {
+    const int64_t c = t % ncols, r = t / ncols;
+    const int64_t n0 = std::min(N, panels * c / ncols * k.panel);
+    const int64_t n1 = std::min(N, panels * (c + 1) / ncols * k.panel);
+    const int64_t blocks = (M + 15) / 16;
+    const int64_t m0 = std::min(M, blocks * r / mrows * 16);
+    const int64_t m1 = std::min(M, blocks * (r + 1) / mrows * 16);
+    gemm_range(A + m0 * lda, lda, m1 - m0, K, B, bias, C + m0 * ldc, ldc, n0, n1);
+  });
+}
+
+}  // namespace tsorch

@@ -1,0 +1,163 @@
+// Argument parsing and checking for the addon's exports (see napi_args.h).
+#include "napi_args.h"
+
+#include <cmath>
+#include <cstdarg>
+#include <cstdio>
+#include <string>
+
+#include "dtype.h"
+
+namespace tsorch {
+
+namespace {
+
+size_t typedarray_element_size(napi_typedarray_type t) {
+  switch (t) {
+    case napi_int8_array: case napi_uint8_array: case napi_uint8_clamped_array: return 1;
+    case napi_int16_array: case napi_uint16_array: return 2;
+    case napi_int32_array: case napi_uint32_array: case napi_float32_array: return 4;
+    default: return 8;  // float64, bigint64, biguint64
+  }
+}
+
+}  // namespace
+
+Args::Args(napi_env env, napi_callback_info info, const char* fn, size_t count)
+    : env_(env), fn_(fn) {
+  size_t argc = sizeof(argv_) / sizeof(argv_[0]);
+  if (napi_get_cb_info(env, info, &argc, argv_, nullptr, nullptr) != napi_ok) {
+    check(false, true, "could not read the arguments");
+    return;
+  }
+  check(argc == count, true, "expects %zu arguments, got %zu", count, argc);
+}
+
+bool Args::check(bool ok, bool type_error, const char* fmt, ...) {
+  if (failed_) return false;
+  if (ok) return true;
+  char msg[512];
+  int n = std::snprintf(msg, sizeof(msg), "tsorch_cpu.%s: ", fn_);
+  va_list ap;
+  va_start(ap, fmt);
+  std::vsnprintf(msg + n, sizeof(msg) - n, fmt, ap);
+  va_end(ap);
+  if (type_error) napi_throw_type_error(env_, nullptr, msg);
+  else napi_throw_range_error(env_, nullptr, msg);
+  failed_ = true;
+  return false;
+}
+
+Buffer Args::buffer(size_t i, const char* name, bool nullable) {
+  Buffer b;
+  b.name = name;
+  if (failed_) return b;
+  napi_valuetype t;
+  napi_typeof(env_, argv_[i], &t);
+  if (nullable && (t == napi_null || t == napi_undefined)) return b;
+  bool is_typed = false;
+  napi_is_typedarray(env_, argv_[i], &is_typed);
+  if (!check(is_typed, true, "argument '%s' must be a TypedArray%s", name, nullable ? " or null" : ""))
+    return b;
+  napi_typedarray_type type;
+  size_t length = 0;
+  napi_get_typedarray_info(env_, argv_[i], &type, &length, &b.data, nullptr, nullptr);
+  b.bytes = length * typedarray_element_size(type);
+  return b;
+}
+
+double Args::number(size_t i, const char* name) {
+  if (failed_) return 0;
+  napi_valuetype t;
+  napi_typeof(env_, argv_[i], &t);
+  if (!check(t == napi_number, true, "argument '%s' must be a number", name)) return 0;
+  double d = 0;
+  napi_get_value_double(env_, argv_[i], &d);
+  return d;
+}
+
+int64_t Args::integer(size_t i, const char* name, int64_t lo, int64_t hi) {
+  const double d = number(i, name);
+  if (failed_) return 0;
+  if (!check(std::floor(d) == d, false, "argument '%s' must be an integer, got %g", name, d)) return 0;
+  if (!check(d >= static_cast<double>(lo) && d <= static_cast<double>(hi), false,
+             "argument '%s' = %.0f is out of range [%lld, %lld]", name, d,
+             static_cast<long long>(lo), static_cast<long long>(hi)))
+    return 0;
+  return static_cast<int64_t>(d);
+}
+
+std::vector<int64_t> Args::ints(size_t i, const char* name, int64_t len, int64_t lo) {
+  std::vector<int64_t> out;
+  if (failed_) return out;
+  bool is_array = false;
+  napi_is_array(env_, argv_[i], &is_array);
+  if (!check(is_array, true, "argument '%s' must be an array of integers", name)) return out;
+  uint32_t n = 0;
+  napi_get_array_length(env_, argv_[i], &n);
+  if (!check(len < 0 || n == static_cast<uint64_t>(len), false,
+             "argument '%s' must have %lld entries, got %u", name, static_cast<long long>(len), n))
+    return out;
+  for (uint32_t k = 0; k < n; ++k) {
+    napi_value e;
+    napi_get_element(env_, argv_[i], k, &e);
+    napi_valuetype t;
+    napi_typeof(env_, e, &t);
+    double d = 0;
+    if (t == napi_number) napi_get_value_double(env_, e, &d);
+    const bool ok = t == napi_number && std::floor(d) == d && std::fabs(d) <= 9007199254740992.0;
+    if (!check(ok, t != napi_number, "argument '%s'[%u] must be an integer", name, k)) return out;
+    if (!check(d >= static_cast<double>(lo), false, "argument '%s'[%u] = %.0f must be >= %lld",
+               name, k, d, static_cast<long long>(lo)))
+      return out;
+    out.push_back(static_cast<int64_t>(d));
+  }
+  return out;
+}
+
+int Args::dtype(size_t i, const char* name) {
+  return static_cast<int>(integer(i, name, 0, kNumDTypes - 1));
+}
+
+bool Args::fits(const Buffer& b, int dtype, const std::vector<int64_t>& shape,
+                const std::vector<int64_t>& strides) {
+  if (failed_) return false;
+  if (!check(shape.size() == strides.size(), false,
+             "strides of '%s' have %zu entries but its shape has %zu dims", b.name,
+             strides.size(), shape.size()))
+    return false;
+  int64_t lo = 0, hi = 0;
+  for (size_t d = 0; d < shape.size(); ++d)
+    if (shape[d] == 0) return true;  // empty: nothing is touched
+  for (size_t d = 0; d < shape.size(); ++d) {
+    int64_t span;
+    bool overflow = __builtin_mul_overflow(shape[d] - 1, strides[d], &span);
+    overflow = overflow || __builtin_add_overflow(span < 0 ? lo : hi, span, span < 0 ? &lo : &hi);
+    if (!check(!overflow, false, "shape and strides of '%s' overflow", b.name)) return false;
+  }
+  if (!check(lo >= 0, false, "strides of '%s' reach before its element 0", b.name)) return false;
+  const int esize = dtype_size(dtype);
+  const double need = (static_cast<double>(hi) + 1) * esize;
+  if (!check(need <= static_cast<double>(b.bytes), false,
+             "argument '%s' (%s) needs %.0f bytes for the elements it is read or written at, but "
+             "its view has %zu bytes",
+             b.name, dtype_name(dtype), need, b.bytes))
+    return false;
+  return check(reinterpret_cast<uintptr_t>(b.data) % esize == 0, false,
+               "argument '%s' (%s) must be %d-byte aligned (byteOffset %% %d == 0)", b.name,
+               dtype_name(dtype), esize, esize);
+}
+
+bool Args::fits(const Buffer& b, int dtype, const std::vector<int64_t>& shape) {
+  std::vector<int64_t> strides(shape.size());
+  int64_t acc = 1;
+  bool overflow = false;
+  for (size_t d = shape.size(); d-- > 0;) {
+    strides[d] = acc;
+    overflow = overflow || (shape[d] != 0 && __builtin_mul_overflow(acc, shape[d], &acc));
+  }
+  if (!check(!overflow, false, "the shape of '%s' overflows", b.name)) return false;
+  return fits(b, dtype, shape, strides);
+}
+
+}  // namespace tsorch

@@ -1,0 +1,57 @@
+// Argument parsing and checking for the addon's exports. An Args object reads the JS arguments of
+// one call; the first problem throws a JS TypeError / RangeError naming the function and the
+// argument, and marks the Args as failed so the export returns without running its kernel.
+#pragma once
+
+#define NAPI_VERSION 8
+#include <node_api.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+namespace tsorch {
+
+// A TypedArray argument: its data at the view's byteOffset, and its length in bytes.
+struct Buffer {
+  void* data = nullptr;
+  size_t bytes = 0;
+  const char* name = "";
+};
+
+class Args {
+ public:
+  Args(napi_env env, napi_callback_info info, const char* fn, size_t count);
+
+  bool failed() const { return failed_; }
+
+  // A TypedArray (or, when `nullable`, null / undefined: then data is null).
+  Buffer buffer(size_t i, const char* name, bool nullable = false);
+  // A number that is an integer in [lo, hi].
+  int64_t integer(size_t i, const char* name, int64_t lo = 0, int64_t hi = int64_t(1) << 53);
+  // Any number.
+  double number(size_t i, const char* name);
+  // An array of `len` integers (any length when len is -1); `lo` bounds every entry.
+  std::vector<int64_t> ints(size_t i, const char* name, int64_t len = -1, int64_t lo = INT64_MIN);
+  // A dtype code (0..5).
+  int dtype(size_t i, const char* name);
+
+  // Throws TypeError (type_error) or RangeError with a printf-style message unless `ok`.
+  bool check(bool ok, bool type_error, const char* fmt, ...);
+
+  // Checks that `b` can hold every element that `shape` / `strides` reach from element 0
+  // (a null buffer passes: optional arguments are checked by the caller), and that it is aligned
+  // to the element size of `dtype`.
+  bool fits(const Buffer& b, int dtype, const std::vector<int64_t>& shape,
+            const std::vector<int64_t>& strides);
+  // The same for a contiguous (row-major) tensor of `shape`.
+  bool fits(const Buffer& b, int dtype, const std::vector<int64_t>& shape);
+
+ private:
+  napi_env env_;
+  napi_value argv_[24];
+  const char* fn_;
+  bool failed_ = false;
+};
+
+}  // namespace tsorch

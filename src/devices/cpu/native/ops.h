@@ -1,0 +1,82 @@
+// The kernels behind each export of the addon (see native.ts for the contracts). addon.cc has
+// already validated every argument: codes are known, dtypes are supported by the op, and every
+// buffer holds every element the kernel will touch.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace tsorch {
+
+using Dims = std::vector<int64_t>;
+
+// Op codes, as in native.ts.
+enum UnaryOp : int {
+  kNeg, kExp, kLog, kSqrt, kRsqrt, kTanh, kSigmoid, kSilu, kGelu, kGeluTanh,
+  kAbs, kSin, kCos, kRelu, kSoftplus, kReciprocal, kSquare, kErf, kNumUnary
+};
+enum BinaryOp : int {
+  kAdd, kSub, kMul, kDiv, kMaximum, kMinimum, kPow,
+  kEq, kNe, kLt, kLe, kGt, kGe, kLogicalAnd, kLogicalOr, kNumBinary
+};
+enum ReduceOp : int { kSum, kMean, kMax, kMin, kArgmax, kArgmin, kProd, kNumReduce };
+
+// copy.cc
+void copy(const void* src, int src_dtype, const Dims& src_strides, void* dst, int dst_dtype,
+          const Dims& dst_strides, const Dims& shape);
+
+// elementwise.cc
+void unary(int op, const float* x, float* out, int64_t n);
+// Returns false (after writing the rest) when an integer division by zero occurred.
+bool binary(int op, int dtype, const void* a, const Dims& a_strides, const void* b,
+            const Dims& b_strides, void* out, const Dims& shape);
+void where(const uint8_t* cond, const Dims& cond_strides, const void* a, const Dims& a_strides,
+           const void* b, const Dims& b_strides, int dtype, void* out, const Dims& shape);
+
+// reduce.cc
+void reduce(int op, const void* x, int dtype, void* out, int64_t outer, int64_t n);
+void cumsum(const void* x, int dtype, void* out, int64_t outer, int64_t n);
+
+// softmax.cc
+void softmax(const float* x, float* out, int64_t rows, int64_t n, bool log);
+
+// linear.cc
+void linear(const float* x, const void* w, int w_dtype, const void* bias, int bias_dtype,
+            float* out, int64_t M, int64_t N, int64_t K);
+
+// matmul.cc
+void matmul(const float* a, const int64_t a_strides[3], const float* b, const int64_t b_strides[3],
+            float* out, int64_t batch, int64_t M, int64_t N, int64_t K);
+
+// attention.cc
+struct SdpaArgs {
+  const float* q; int64_t qs[4];
+  const float* k; int64_t ks[4];
+  const float* v; int64_t vs[4];
+  float* out;
+  const float* mask; int64_t ms[3];
+  int64_t B, Hq, Hkv, Lq, Lk, D, Dv;
+  float scale, softcap;
+  int64_t causal_offset, window;
+};
+void sdpa(const SdpaArgs& a);
+
+// norm.cc
+void rms_norm(const float* x, const void* w, int w_dtype, float* out, int64_t rows, int64_t n,
+              float eps, float offset);
+void layer_norm(const float* x, const void* w, int w_dtype, const void* b, int b_dtype, float* out,
+                int64_t rows, int64_t n, float eps);
+
+// rotary.cc
+void rotary(const float* x, const float* cos, const float* sin, float* out, int64_t B, int64_t L,
+            int64_t H, int64_t D, int64_t R);
+
+// embedding.cc (ids already checked to be in range)
+void embedding(const void* table, int table_dtype, const void* ids, int ids_dtype, float* out,
+               int64_t n, int64_t dim);
+
+// sort.cc
+void sort(const float* x, float* values, int64_t* indices, int64_t rows, int64_t n, bool descending);
+void topk(const float* x, float* values, int64_t* indices, int64_t rows, int64_t n, int64_t k);
+
+}  // namespace tsorch

@@ -1,0 +1,167 @@
+/// <reference types="@webgpu/types" />
+/**
+ * The webgpu device: Dawn (the `webgpu` npm package) in Node. Opening requests an adapter (Dawn's
+ * default backend, then its OpenGL ES backend in compatibility mode as a fallback) and a device
+ * with the adapter's largest buffer limits. Memory is GPUBuffers from the caching allocator; a
+ * tensor's bytes sit in its buffer in the dtype's standard little-endian layout (int64 as pairs
+ * of u32, float16/bfloat16 two per u32), so uploads and reads are plain byte copies.
+ */
+import type { Device, Storage } from "../device.js";
+import { Allocator } from "./allocator.js";
+import { Dispatcher } from "./dispatch.js";
+
+/**
+ * Every GPU object Dawn handed out, referenced for the life of the process: dawn.node crashes
+ * (std::system_error, futex errors, a segfault in CallbackTaskManager::Flush) when the garbage
+ * collector takes it while a device is in use.
+ */
+const gpus: GPU[] = [];
+let opening: Promise<WebGPUDevice> | undefined;
+
+/** What to do when no adapter is found (also the device's registry description). */
+export const INSTALL_HINT =
+  "webgpu needs a GPU adapter. With a GPU, install its Vulkan driver (Linux), or use macOS (Metal) or Windows (D3D12). " +
+  "Without one, install Mesa's software Vulkan driver (lavapipe) from a recent Mesa: Debian 12's own Mesa 22.3 is refused " +
+  "by Dawn, Mesa 25 from bookworm-backports works (add bookworm-backports to apt's sources, then " +
+  "`apt-get install -t bookworm-backports mesa-vulkan-drivers libvulkan1`).";
+
+export class NoAdapterError extends Error {}
+
+/** Codes of the device status block (see WebGPUDevice.status). */
+export const STATUS_EMBEDDING = 1;
+export const STATUS_GATHER_LINEAR = 2;
+
+class WebGPUStorage implements Storage {
+  /** Set right after construction: the allocator ties the buffer's lifetime to this object. */
+  handle!: GPUBuffer;
+  constructor(readonly device: WebGPUDevice, readonly nbytes: number) {}
+}
+
+export class WebGPUDevice implements Device {
+  readonly type = "webgpu";
+  readonly name = "webgpu";
+  readonly allocator: Allocator;
+  readonly dispatcher: Dispatcher;
+  /**
+   * Device-side error report, written by kernels that validate data on the GPU (embedding ids,
+   * expert indices): [STATUS_* code, value lo, value hi, bound]; checked and cleared at every read.
+   */
+  readonly status: GPUBuffer;
+  private error: string | null = null;
+
+  constructor(readonly gpu: GPUDevice, readonly adapterName: string) {
+    this.allocator = new Allocator(gpu);
+    this.dispatcher = new Dispatcher(gpu, this.allocator);
+    this.status = gpu.createBuffer({ size: 16, usage: 0x80 | 0x04 | 0x08 });
+    gpu.onuncapturederror = (e) => { this.error ??= e.error.message; };
+    void gpu.lost.then((info) => { this.error ??= `device lost (${info.reason}): ${info.message}`; });
+  }
+
+  allocate(nbytes: number): Storage {
+    const storage = new WebGPUStorage(this, nbytes);
+    storage.handle = this.allocator.acquire(storage, nbytes);
+    return storage;
+  }
+
+  upload(bytes: Uint8Array): Storage {
+    const storage = this.allocate(bytes.byteLength);
+    if (bytes.byteLength > 0) {
+      const padded = bytes.byteLength % 4 === 0 ? bytes : padTo4(bytes);
+      this.gpu.queue.writeBuffer(storage.handle as GPUBuffer, 0, padded.buffer, padded.byteOffset, padded.byteLength);
+    }
+    return storage;
+  }
+
+  async read(storage: Storage, offset: number, nbytes: number): Promise<Uint8Array> {
+    const start = offset - (offset % 4);
+    const size = Math.ceil((offset + nbytes) / 4) * 4 - start;
+    const data = await this.readBack({ buffer: storage.handle as GPUBuffer, offset: start, size: nbytes > 0 ? size : 0 });
+    return data.slice(offset - start, offset - start + nbytes);
+  }
+
+  async synchronize(): Promise<void> {
+    await this.readBack({ buffer: this.status, offset: 0, size: 0 });
+  }
+
+  /** Read one buffer range together with the status block, and throw what the device reported. */
+  private async readBack(source: { buffer: GPUBuffer; offset: number; size: number }): Promise<Uint8Array> {
+    const [data, status] = await this.dispatcher.readBack([source, { buffer: this.status, offset: 0, size: 16 }]);
+    this.checkErrors(new Uint32Array(status.slice().buffer));
+    return data;
+  }
+
+  release(storage: Storage): void {
+    this.allocator.release(storage, storage.handle as GPUBuffer);
+  }
+
+  private checkErrors(status: Uint32Array): void {
+    if (this.error) {
+      const message = this.error;
+      this.error = null;
+      throw new Error(`webgpu: ${message}`);
+    }
+    if (status[0] !== 0) {
+      this.gpu.queue.writeBuffer(this.status, 0, new Uint32Array(4));
+      const id = BigInt.asIntN(64, (BigInt(status[2]) << 32n) | BigInt(status[1]));
+      throw new RangeError(status[0] === STATUS_EMBEDDING
+        ? `embedding: index ${id} is out of range for a table of ${status[3]} rows`
+        : `gather_linear: expert index ${id} is out of range for ${status[3]} weights`);
+    }
+  }
+}
+
+function padTo4(bytes: Uint8Array): Uint8Array {
+  const out = new Uint8Array(Math.ceil(bytes.byteLength / 4) * 4);
+  out.set(bytes);
+  return out;
+}
+
+async function loadDawn(): Promise<typeof import("webgpu")> {
+  try {
+    return await import("webgpu");
+  } catch (e) {
+    throw new NoAdapterError(`the webgpu device needs the \`webgpu\` npm package (Dawn): run \`npm install webgpu\`. Cause: ${(e as Error).message}`);
+  }
+}
+
+async function requestAdapter(): Promise<GPUAdapter> {
+  const dawn = await loadDawn();
+  const gpu = dawn.create([]);
+  gpus.push(gpu);
+  const adapter = await gpu.requestAdapter({ powerPreference: "high-performance" });
+  if (adapter) return adapter;
+  // Fallback: Dawn's OpenGL ES backend, headless through EGL (Mesa's llvmpipe works here too).
+  process.env.EGL_PLATFORM ??= "surfaceless";
+  const gl = dawn.create(["backend=opengles"]);
+  gpus.push(gl);
+  const fallback = await gl.requestAdapter({ featureLevel: "compatibility" });
+  if (fallback) return fallback;
+  throw new NoAdapterError(`webgpu: no GPU adapter found (Dawn tried its default backend and OpenGL ES). ${INSTALL_HINT}`);
+}
+
+async function open(): Promise<WebGPUDevice> {
+  const adapter = await requestAdapter();
+  const l = adapter.limits;
+  const gpu = await adapter.requestDevice({
+    requiredLimits: {
+      maxStorageBufferBindingSize: l.maxStorageBufferBindingSize,
+      maxBufferSize: l.maxBufferSize,
+      maxStorageBuffersPerShaderStage: l.maxStorageBuffersPerShaderStage,
+      maxComputeWorkgroupStorageSize: l.maxComputeWorkgroupStorageSize,
+      maxComputeInvocationsPerWorkgroup: l.maxComputeInvocationsPerWorkgroup,
+      maxComputeWorkgroupSizeX: l.maxComputeWorkgroupSizeX,
+    },
+  });
+  const info = adapter.info;
+  return new WebGPUDevice(gpu, info.description || info.device || info.vendor || "unknown adapter");
+}
+
+/** Open the webgpu device (one per process: index 0). Throws NoAdapterError saying what to install. */
+export function openWebGPU(index: number): Promise<WebGPUDevice> {
+  if (index !== 0) return Promise.reject(new RangeError(`webgpu:${index}: only one webgpu device (webgpu:0) is supported`));
+  opening ??= open().catch((e) => {
+    opening = undefined;
+    throw e;
+  });
+  return opening;
+}

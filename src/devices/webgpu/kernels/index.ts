@@ -1,0 +1,19 @@
+/** The webgpu kernel table: every op of devices/kernels.ts. */
+import type { KernelSignatures } from "../../kernels.js";
+import { attentionKernels } from "./attention.js";
+import { elementwiseKernels } from "./elementwise.js";
+import { gatherKernels } from "./gather.js";
+import { matmulKernels } from "./matmul.js";
+import { normKernels } from "./norm.js";
+import { reduceKernels } from "./reduce.js";
+import { sortKernels } from "./sort.js";
+
+export const webgpuKernels: KernelSignatures = {
+  ...elementwiseKernels,
+  ...reduceKernels,
+  ...matmulKernels,
+  ...attentionKernels,
+  ...normKernels,
+  ...gatherKernels,
+  ...sortKernels,
+};

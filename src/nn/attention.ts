@@ -1,0 +1,100 @@
+/**
+ * Causal self-attention over a KV cache, shared by every decoder architecture. Mirrors the body of
+ * transformers' <Arch>Attention.forward after the q/k/v projections and rotary: cache update,
+ * eager attention (grouped-query heads, optional soft-capping and sliding window), and the merge
+ * of heads back to [B, L, Hq*Dv]; and RotaryAttention, the q/k/v/o-projection attention module of
+ * Llama and the families derived from it.
+ */
+import type { LayerKVCache } from "../transformers/cache_utils.js";
+import { applyRotary, scaledDotProductAttention } from "../tensor/ops.js";
+import type { Tensor } from "../tensor/tensor.js";
+import { Linear, RMSNorm } from "./layers.js";
+import { Module } from "./module.js";
+
+export interface CausalAttentionOptions {
+  scale: number;
+  /** Additive float mask broadcastable to [B, Hq, L, past + L] (padding), or null. */
+  mask: Tensor | null;
+  softcap?: number;
+  /** Sliding window in keys (0 = full attention); the cache then keeps only the window. */
+  window?: number;
+}
+
+/**
+ * q [B, L, Hq, D], k [B, L, Hkv, D], v [B, L, Hkv, Dv] (heads not yet transposed, rotary applied)
+ * -> [B, L, Hq*Dv]. Appends k/v to `cache` when given; attention is causal over past + new keys.
+ * A sliding-window cache returns only the last keys, so the mask is cut to its last Lk columns.
+ */
+export function causalAttention(q: Tensor, k: Tensor, v: Tensor, cache: LayerKVCache | null, o: CausalAttentionOptions): Tensor {
+  const [B, L, Hq] = q.shape;
+  const kv = cache ? cache.update(k, v, o.window) : { keys: k.transpose(1, 2), values: v.transpose(1, 2) };
+  const Lk = kv.keys.shape[2], maskLk = o.mask?.shape[o.mask.ndim - 1] ?? 0;
+  const mask = o.mask && maskLk > Lk ? o.mask.narrow(o.mask.ndim - 1, maskLk - Lk, Lk) : o.mask;
+  const out = scaledDotProductAttention(q.transpose(1, 2), kv.keys, kv.values, {
+    mask, scale: o.scale, isCausal: true, softcap: o.softcap, window: o.window,
+  });
+  return out.transpose(1, 2).reshape(B, L, Hq * kv.values.shape[3]);
+}
+
+export interface RotaryAttentionOptions {
+  hiddenSize: number;
+  numHeads: number;
+  numKvHeads: number;
+  headDim: number;
+  /** Bias on q_proj, k_proj and v_proj. */
+  qkvBias: boolean;
+  /** Bias on o_proj. */
+  oBias: boolean;
+  /** Sliding window in keys (0 = full attention). */
+  window: number;
+  /** eps of the RMSNorms q_norm/k_norm over each head's dims, applied before rotary (Qwen3); absent = none. */
+  qkNormEps?: number;
+  /** RMSNorm offset of q_norm/k_norm (1: Gemma 3's 1 + weight); default 0. */
+  qkNormOffset?: number;
+  /** Score scale; default headDim^-0.5 (Gemma 2/3: query_pre_attn_scalar^-0.5). */
+  scale?: number;
+  /** tanh soft-capping of the scores (Gemma 2 attn_logit_softcapping); 0 or absent = none. */
+  softcap?: number;
+}
+
+/**
+ * Self-attention with separate q/k/v/o projections and rotary positions: LlamaAttention and the
+ * attentions derived from it (Mistral; Qwen2: q/k/v bias; Qwen3: per-head q_norm/k_norm; Gemma:
+ * query_pre_attn_scalar scale, soft-capping, Gemma 3's (1 + w) q_norm/k_norm).
+ * Parameter names equal transformers'. forward: x [B, L, hidden] -> [B, L, hidden].
+ */
+export class RotaryAttention extends Module {
+  readonly q_proj: Linear;
+  readonly k_proj: Linear;
+  readonly v_proj: Linear;
+  readonly o_proj: Linear;
+  readonly q_norm: RMSNorm | null;
+  readonly k_norm: RMSNorm | null;
+  constructor(private readonly o: RotaryAttentionOptions) {
+    super();
+    const { hiddenSize: h, numHeads: nq, numKvHeads: nkv, headDim: d } = o;
+    this.q_proj = this.module("q_proj", new Linear(h, nq * d, o.qkvBias));
+    this.k_proj = this.module("k_proj", new Linear(h, nkv * d, o.qkvBias));
+    this.v_proj = this.module("v_proj", new Linear(h, nkv * d, o.qkvBias));
+    this.o_proj = this.module("o_proj", new Linear(nq * d, h, o.oBias));
+    const eps = o.qkNormEps;
+    this.q_norm = eps === undefined ? null : this.module("q_norm", new RMSNorm(d, eps, o.qkNormOffset));
+    this.k_norm = eps === undefined ? null : this.module("k_norm", new RMSNorm(d, eps, o.qkNormOffset));
+  }
+
+  /** cos/sin [B, L, R] rotary tables; mask: additive padding mask or null; cache: this layer's KV cache. */
+  forward(x: Tensor, cos: Tensor, sin: Tensor, mask: Tensor | null, cache: LayerKVCache | null): Tensor {
+    const [B, L] = x.shape;
+    const { numHeads: nq, numKvHeads: nkv, headDim: d } = this.o;
+    let q = this.q_proj.forward(x).view(B, L, nq, d);
+    let k = this.k_proj.forward(x).view(B, L, nkv, d);
+    if (this.q_norm && this.k_norm) {
+      q = this.q_norm.forward(q);
+      k = this.k_norm.forward(k);
+    }
+    const v = this.v_proj.forward(x).view(B, L, nkv, d);
+    const { scale = d ** -0.5, softcap, window } = this.o;
+    const out = causalAttention(applyRotary(q, cos, sin), applyRotary(k, cos, sin), v, cache, { scale, mask, window, softcap });
+    return this.o_proj.forward(out);
+  }
+}

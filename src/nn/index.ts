@@ -1,0 +1,8 @@
+/** Neural-network building blocks (torch.nn and the layers transformers' models share). */
+export * from "./module.js";
+export * from "./layers.js";
+export * from "./activations.js";
+export * from "./attention.js";
+export * from "./mlp.js";
+export * from "./moe.js";
+export * from "./rotary.js";

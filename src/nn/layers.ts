@@ -1,0 +1,63 @@
+/**
+ * Basic layers (torch.nn): Linear, Embedding, RMSNorm, LayerNorm. Parameter names and shapes
+ * equal PyTorch's, so Hugging Face checkpoints load into them directly. Activations are float32;
+ * weights stay in the dtype they were loaded in (float32, float16 or bfloat16).
+ */
+import { embedding, layerNorm, linear, rmsNorm } from "../tensor/ops.js";
+import type { Tensor } from "../tensor/tensor.js";
+import { Module, type Parameter } from "./module.js";
+
+/** y = x W^T + b; weight [out, in], bias [out] (torch.nn.Linear). */
+export class Linear extends Module {
+  readonly weight: Parameter;
+  readonly bias: Parameter | null;
+  constructor(readonly inFeatures: number, readonly outFeatures: number, bias = true) {
+    super();
+    this.weight = this.param("weight", [outFeatures, inFeatures]);
+    this.bias = bias ? this.param("bias", [outFeatures]) : null;
+  }
+  forward(x: Tensor): Tensor {
+    return linear(x, this.weight.value, this.bias?.value ?? null);
+  }
+}
+
+/** Lookup table [num, dim] (torch.nn.Embedding); forward(ids) -> float32 [...ids, dim]. */
+export class Embedding extends Module {
+  readonly weight: Parameter;
+  constructor(readonly num: number, readonly dim: number) {
+    super();
+    this.weight = this.param("weight", [num, dim]);
+  }
+  forward(ids: Tensor): Tensor {
+    return embedding(ids, this.weight.value);
+  }
+}
+
+/**
+ * RMSNorm: x / sqrt(mean(x^2) + eps) * (offset + weight). offset 0 is Llama's LlamaRMSNorm;
+ * offset 1 is Gemma's GemmaRMSNorm (weight stored as a delta from 1).
+ */
+export class RMSNorm extends Module {
+  readonly weight: Parameter;
+  constructor(readonly dim: number, readonly eps: number, readonly offset = 0) {
+    super();
+    this.weight = this.param("weight", [dim]);
+  }
+  forward(x: Tensor): Tensor {
+    return rmsNorm(x, this.weight.value, this.eps, this.offset);
+  }
+}
+
+/** LayerNorm with weight and bias (torch.nn.LayerNorm with elementwise_affine). */
+export class LayerNorm extends Module {
+  readonly weight: Parameter;
+  readonly bias: Parameter;
+  constructor(readonly dim: number, readonly eps: number) {
+    super();
+    this.weight = this.param("weight", [dim]);
+    this.bias = this.param("bias", [dim]);
+  }
+  forward(x: Tensor): Tensor {
+    return layerNorm(x, this.weight.value, this.bias.value, this.eps);
+  }
+}

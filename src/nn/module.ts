@@ -1,0 +1,90 @@
+/**
+ * Module: a tree of named parameters whose dotted names equal the Hugging Face state_dict keys
+ * (e.g. "model.layers.0.self_attn.q_proj.weight"), so a checkpoint loads 1:1 and a missing or
+ * unexpected key is reported by name. Parameters are declared with their expected shape and filled
+ * by `loadStateDict`.
+ */
+import type { Device } from "../devices/device.js";
+import { openDevice } from "../devices/registry.js";
+import type { DType } from "../tensor/dtype.js";
+import type { Tensor } from "../tensor/tensor.js";
+
+/** A named weight slot: expected shape, and the tensor once loaded. */
+export class Parameter {
+  private tensor: Tensor | null = null;
+  constructor(readonly shape: readonly number[]) {}
+
+  /** The loaded tensor; throws when the parameter was never loaded. */
+  get value(): Tensor {
+    if (!this.tensor) throw new Error(`parameter of shape [${this.shape}] was used before weights were loaded`);
+    return this.tensor;
+  }
+  get loaded(): boolean { return this.tensor !== null; }
+
+  /** Set the tensor; throws on a shape mismatch (the caller adds the parameter's name). */
+  set(t: Tensor): void {
+    if (t.shape.length !== this.shape.length || t.shape.some((d, i) => d !== this.shape[i])) {
+      throw new ShapeMismatchError(`expected shape [${this.shape}], got [${t.shape}]`);
+    }
+    this.tensor = t;
+  }
+}
+
+export class ShapeMismatchError extends Error {}
+
+export class Module {
+  private readonly params = new Map<string, Parameter>();
+  private readonly children = new Map<string, Module>();
+
+  /** Declare a parameter `name` of `shape`. */
+  protected param(name: string, shape: readonly number[]): Parameter {
+    const p = new Parameter(shape);
+    this.params.set(name, p);
+    return p;
+  }
+
+  /** Register a child module under `name` and return it. */
+  protected module<M extends Module>(name: string, m: M): M {
+    this.children.set(name, m);
+    return m;
+  }
+
+  /** Every parameter with its full dotted name. */
+  *namedParameters(prefix = ""): Generator<[string, Parameter]> {
+    for (const [n, p] of this.params) yield [prefix + n, p];
+    for (const [n, c] of this.children) yield* c.namedParameters(`${prefix}${n}.`);
+  }
+
+  /** Loaded tensors by name (torch's state_dict()). */
+  stateDict(): Map<string, Tensor> {
+    const out = new Map<string, Tensor>();
+    for (const [n, p] of this.namedParameters()) if (p.loaded) out.set(n, p.value);
+    return out;
+  }
+
+  /** Move every parameter to `device` (and optionally cast floating ones to `dtype`). */
+  async to(device: string | Device, dtype?: DType): Promise<this> {
+    const dev = await openDevice(device);
+    for (const [, p] of this.namedParameters()) {
+      if (!p.loaded) continue;
+      const t = p.value;
+      const moved = t.device === dev ? t : await toDevice(t, dev);
+      p.set(dtype && moved.dtype !== dtype && moved.dtype !== "int64" && moved.dtype !== "int32" && moved.dtype !== "bool" ? moved.to(dtype) : moved);
+    }
+    return this;
+  }
+}
+
+async function toDevice(t: Tensor, dev: Device): Promise<Tensor> {
+  return t.device.readSync ? t.to(dev) : t.toAsync(dev);
+}
+
+/** Children named "0", "1", … (torch.nn.ModuleList). */
+export class ModuleList<M extends Module> extends Module {
+  readonly items: M[];
+  constructor(items: M[]) {
+    super();
+    this.items = items;
+    items.forEach((m, i) => this.module(String(i), m));
+  }
+}

@@ -1,0 +1,66 @@
+/**
+ * Sparse mixture-of-experts feed-forward block, shared by Mixtral and Qwen3-MoE (transformers'
+ * MixtralSparseMoeBlock / Qwen3MoeSparseMoeBlock with their TopKRouter and Experts): a linear
+ * router `gate` scores the experts, softmax (float32) -> top-k -> optional renormalisation, and each
+ * token's output is the routing-weighted sum of its selected experts' gated MLPs
+ * down(act(gate(x)) * up(x)). Routing stays on the device: the experts are applied with
+ * `gatherLinear`, which picks each row's expert weight without reading indices on the host.
+ */
+import { div, gatherLinear, mul, softmax, sum, topk } from "../tensor/ops.js";
+import type { Tensor } from "../tensor/tensor.js";
+import { activation, type Activation } from "./activations.js";
+import { Linear } from "./layers.js";
+import { Module, ModuleList } from "./module.js";
+
+/** The gate, up and down projections of one expert (named as its checkpoint names them). */
+export type ExpertProjections<E> = (expert: E) => { gate: Linear; up: Linear; down: Linear };
+
+export interface SparseMoeOptions {
+  hiddenSize: number;
+  numExperts: number;
+  /** Experts per token (num_experts_per_tok). */
+  topK: number;
+  /** Divide the top-k probabilities by their sum (Mixtral always; Qwen3-MoE when norm_topk_prob). */
+  normTopkProb: boolean;
+  hiddenAct: string;
+}
+
+/**
+ * Router `gate` (Linear hidden -> numExperts, no bias) and `experts` (ModuleList of E).
+ * forward: x [B, L, hidden] -> float32 [B, L, hidden].
+ */
+export class SparseMoeBlock<E extends Module> extends Module {
+  readonly gate: Linear;
+  readonly experts: ModuleList<E>;
+  private readonly act: Activation;
+
+  constructor(private readonly o: SparseMoeOptions, makeExpert: () => E, private readonly projections: ExpertProjections<E>) {
+    super();
+    this.gate = this.module("gate", new Linear(o.hiddenSize, o.numExperts, false));
+    this.experts = this.module("experts", new ModuleList(Array.from({ length: o.numExperts }, makeExpert)));
+    this.act = activation(o.hiddenAct);
+  }
+
+  forward(x: Tensor): Tensor {
+    const [B, L, H] = x.shape, T = B * L, k = this.o.topK;
+    const flat = x.reshape(T, H);
+    const { weights, indices } = routeTopK(this.gate.forward(flat), k, this.o.normTopkProb);
+    // One row per (token, selected expert): [T * k, H] with its expert index.
+    const rows = flat.unsqueeze(1).expand(T, k, H).reshape(T * k, H);
+    const idx = indices.reshape(T * k);
+    const p = this.experts.items.map(this.projections);
+    const w = (pick: (q: (typeof p)[number]) => Linear) => p.map((q) => pick(q).weight.value);
+    const h = mul(this.act(gatherLinear(rows, w((q) => q.gate), idx)), gatherLinear(rows, w((q) => q.up), idx));
+    const y = gatherLinear(h, w((q) => q.down), idx).view(T, k, H);
+    return sum(mul(y, weights.unsqueeze(2)), 1).view(B, L, H);
+  }
+}
+
+/**
+ * Top-k routing of router logits [T, E]: softmax in float32, the k largest probabilities (largest
+ * first) and their expert indices [T, k], renormalised to sum to 1 when `normalize`.
+ */
+export function routeTopK(logits: Tensor, k: number, normalize: boolean): { weights: Tensor; indices: Tensor } {
+  const { values, indices } = topk(softmax(logits, -1), k);
+  return { weights: normalize ? div(values, sum(values, -1, true)) : values, indices };
+}

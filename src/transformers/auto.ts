@@ -1,0 +1,39 @@
+/**
+ * AutoModelForCausalLM (transformers' auto classes): resolve a local folder or Hub id, read
+ * config.json, pick the architecture, load the safetensors weights onto the device.
+ */
+import { openDevice } from "../devices/registry.js";
+import { loadCheckpoint, loadConfig, loadGenerationConfig, resolveModel } from "../hub/index.js";
+import { parseDType, type DType } from "../tensor/dtype.js";
+import type { PreTrainedModel } from "./modeling_utils.js";
+import { causalLMClass } from "./models/index.js";
+
+export interface FromPretrainedOptions {
+  /** Device string: "cpu" (default), "webgpu", … */
+  device?: string;
+  /** Weight dtype: "float32", "bfloat16", "float16", or "auto" (default: as stored in the checkpoint). */
+  dtype?: DType | "auto" | string;
+  revision?: string;
+  cacheDir?: string;
+  /** Show a download progress bar on stderr (default true). */
+  progress?: boolean;
+}
+
+export class AutoModelForCausalLM {
+  /**
+   * Load a causal LM from a folder or Hub id. Throws: model not found / not downloadable,
+   * unsupported architecture (naming the supported ones), unknown device or dtype, malformed
+   * config or checkpoint, missing/unexpected/mis-shaped weights.
+   */
+  static async fromPretrained(pathOrId: string, opts: FromPretrainedOptions = {}): Promise<PreTrainedModel> {
+    const dtype = opts.dtype === undefined || opts.dtype === "auto" ? undefined : parseDType(opts.dtype);
+    const device = await openDevice(opts.device ?? "cpu");
+    const dir = await resolveModel(pathOrId, { revision: opts.revision, cacheDir: opts.cacheDir, progress: opts.progress });
+    const config = await loadConfig(dir);
+    const Model = causalLMClass(config);
+    const model = new Model(config);
+    model.generationConfig = await loadGenerationConfig(dir);
+    model.loadWeights(await loadCheckpoint(dir), device, dtype);
+    return model;
+  }
+}

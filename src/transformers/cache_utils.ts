@@ -1,0 +1,127 @@
+/**
+ * KV caches (transformers' cache_utils.py). Each attention layer stores keys and values in a
+ * preallocated buffer [B, Hkv, capacity, D] and attends to the filled prefix as a strided view, so
+ * a decode step writes one position and copies nothing else.
+ * - "dynamic" (DynamicCache): capacity grows by doubling as the sequence grows.
+ * - "static" (StaticCache): capacity is fixed at construction (maxCacheLen); shapes never change.
+ * A sliding-window attention layer keeps only its window, in a buffer of at most twice the window.
+ */
+import { cat, copyInto, empty } from "../tensor/ops.js";
+import type { Tensor } from "../tensor/tensor.js";
+import { LinearAttentionState } from "./cache_linear_attention.js";
+
+export type CacheImplementation = "dynamic" | "static";
+
+/**
+ * Keys/values of one attention layer. A sliding-window layer (`window` > 0 in update, the same on
+ * every call) keeps only the last window - 1 positions, the most a later query can see
+ * (transformers' DynamicSlidingWindowLayer / StaticSlidingWindowLayer): its buffer holds at most
+ * 2 * window positions, and when it is full the kept ones move to its front.
+ */
+export class LayerKVCache {
+  private keys: Tensor | null = null;
+  private values: Tensor | null = null;
+  /** Buffer positions [start, end) hold the cached keys/values, oldest first. */
+  private start = 0;
+  private end = 0;
+  private seen = 0;
+
+  constructor(private readonly kind: CacheImplementation, private readonly maxCacheLen: number) {}
+
+  /** Number of positions seen (cached or, for a sliding window, already dropped). */
+  get seqLength(): number { return this.seen; }
+  /** Positions kept for later steps (at most window - 1 for a sliding-window layer). */
+  get storedLength(): number { return this.end - this.start; }
+  /** Positions the buffer has room for. */
+  get capacity(): number { return this.keys?.shape[2] ?? 0; }
+
+  /**
+   * Append k [B, L, Hkv, D] and v [B, L, Hkv, Dv] (heads not transposed) and return the keys/values
+   * attention needs, [B, Hkv, Lk, D] / [B, Hkv, Lk, Dv]: every cached position then the new ones, the
+   * last Lk of all positions seen (Lk = seqLength, or for a sliding window of `window` keys
+   * min(seqLength, window - 1 + L)). Throws when a static cache would overflow.
+   */
+  update(k: Tensor, v: Tensor, window = 0): { keys: Tensor; values: Tensor } {
+    const L = k.shape[1];
+    this.seen += L;
+    const kept = this.end - this.start, need = kept + L;
+    if (window > 0 && need > 2 * window) return this.passThrough(k, v, window - 1);
+    const capacity = this.capacity;
+    if (this.end + L > capacity) {
+      if (need <= capacity) this.moveToFront();
+      else if (this.kind === "static" && this.keys) {
+        throw new RangeError(`static KV cache overflow: ${need} positions needed, max_cache_len is ${capacity}`);
+      } else {
+        const wanted = this.kind === "static" ? Math.max(this.maxCacheLen, need) : Math.max(need, 2 * capacity, 16);
+        this.reallocate(k, v, window > 0 ? Math.max(need, Math.min(wanted, 2 * window)) : wanted);
+      }
+    }
+    copyInto(k.transpose(1, 2), this.keys!.narrow(2, this.end, L));
+    copyInto(v.transpose(1, 2), this.values!.narrow(2, this.end, L));
+    this.end += L;
+    const keys = this.keys!.narrow(2, this.start, need), values = this.values!.narrow(2, this.start, need);
+    if (window > 0) this.start = Math.max(this.start, this.end - (window - 1));
+    return { keys, values };
+  }
+
+  /** New buffers of `capacity` positions holding the cached ones at the front. */
+  private reallocate(k: Tensor, v: Tensor, capacity: number): void {
+    const [B, , H, D] = k.shape, kept = this.end - this.start;
+    const grow = (old: Tensor | null, d: number) => {
+      const buf = empty([B, H, capacity, d], "float32", k.device);
+      if (old && kept > 0) copyInto(old.narrow(2, this.start, kept), buf.narrow(2, 0, kept));
+      return buf;
+    };
+    this.keys = grow(this.keys, D);
+    this.values = grow(this.values, v.shape[3]);
+    this.start = 0;
+    this.end = kept;
+  }
+
+  /** Move the cached positions to the front of the buffers (through a copy when the ranges overlap). */
+  private moveToFront(): void {
+    const kept = this.end - this.start;
+    for (const buf of [this.keys!, this.values!]) {
+      const src = buf.narrow(2, this.start, kept);
+      copyInto(this.start < kept ? src.contiguous() : src, buf.narrow(2, 0, kept));
+    }
+    this.start = 0;
+    this.end = kept;
+  }
+
+  /**
+   * A chunk longer than the sliding window's buffer: attention gets the cached and new positions
+   * joined, and only the last `keep` of them stay cached.
+   */
+  private passThrough(k: Tensor, v: Tensor, keep: number): { keys: Tensor; values: Tensor } {
+    const kept = this.end - this.start;
+    const join = (buf: Tensor | null, x: Tensor) => (kept > 0 ? cat([buf!.narrow(2, this.start, kept), x.transpose(1, 2)], 2) : x.transpose(1, 2));
+    const keys = join(this.keys, k), values = join(this.values, v);
+    const all = keys.shape[2];
+    if (this.capacity < keep) this.reallocate(k, v, 2 * (keep + 1));
+    copyInto(keys.narrow(2, all - keep, keep), this.keys!.narrow(2, 0, keep));
+    copyInto(values.narrow(2, all - keep, keep), this.values!.narrow(2, 0, keep));
+    this.start = 0;
+    this.end = keep;
+    return { keys, values };
+  }
+}
+
+/** One LayerKVCache per decoder layer (transformers' Cache / past_key_values). */
+export class KVCache {
+  readonly layers: LayerKVCache[];
+  constructor(numLayers: number, readonly kind: CacheImplementation = "dynamic", maxCacheLen = 0) {
+    if (kind !== "dynamic" && kind !== "static") throw new Error(`unknown cache implementation '${kind}'; supported: dynamic, static`);
+    this.layers = Array.from({ length: numLayers }, () => new LayerKVCache(kind, maxCacheLen));
+  }
+  /** Positions cached so far (of the attention layers: in a hybrid model, layer 0 may be linear attention). */
+  get seqLength(): number { return Math.max(0, ...this.layers.map((l) => l.seqLength)); }
+
+  private readonly linearStates = new Map<number, LinearAttentionState>();
+  /** The conv and recurrent state of linear-attention layer `layer` (e.g. Gated DeltaNet), made on first use. */
+  linearAttention(layer: number): LinearAttentionState {
+    let state = this.linearStates.get(layer);
+    if (!state) this.linearStates.set(layer, (state = new LinearAttentionState()));
+    return state;
+  }
+}

@@ -1,0 +1,162 @@
+/**
+ * PreTrainedModel: the base of every causal LM (transformers' modeling_utils.py): the forward
+ * contract the generation loop relies on, and loading a checkpoint's tensors into the module tree
+ * by name, with clear errors for missing, unexpected and mis-shaped weights.
+ */
+import type { Device } from "../devices/device.js";
+import type { RawTensor } from "../hub/index.js";
+import { Module, ShapeMismatchError } from "../nn/module.js";
+import { fromBytes } from "../tensor/creation.js";
+import type { DType } from "../tensor/dtype.js";
+import { isFloating } from "../tensor/dtype.js";
+import { encode } from "../tensor/host.js";
+import { Tensor } from "../tensor/tensor.js";
+import type { KVCache } from "./cache_utils.js";
+import type { RawConfig } from "./configuration.js";
+import { generate, generateStream, type GenerationOptions } from "./generation/utils.js";
+
+/** Inputs of one forward step, fully prepared by the caller (the generation loop or `logits`). */
+export interface CausalLMInputs {
+  /** Token ids [B, L], int64 or int32, on the model's device. */
+  inputIds: Tensor;
+  /** Absolute position of every input token [B][L]. */
+  positionIds: number[][];
+  /** 1 = real token, 0 = padding, over past + new positions [B][past + L]; null = no padding. */
+  attentionMask: number[][] | null;
+  /** KV cache to read and append to; null = no cache (a single full forward). */
+  cache: KVCache | null;
+  /** Compute logits for only the last `logitsToKeep` positions (0 = all). */
+  logitsToKeep?: number;
+}
+
+export class WeightLoadError extends Error {}
+
+export abstract class PreTrainedModel extends Module {
+  /** The model's device (set by loading and by `to`). */
+  device!: Device;
+  /** generation_config.json defaults (snake_case, as stored). */
+  generationConfig: Record<string, unknown> = {};
+
+  constructor(readonly config: RawConfig) {
+    super();
+  }
+
+  /** Number of decoder layers (the KV cache gets one entry per layer). */
+  abstract get numLayers(): number;
+  /** Longest sequence the model supports (config max_position_embeddings / n_positions). */
+  abstract get maxPositions(): number;
+  /** Next-token logits: float32 [B, L', vocab] with L' = logitsToKeep || L. */
+  abstract forward(inputs: CausalLMInputs): Tensor;
+
+  /**
+   * Parameters that share another's tensor when the checkpoint omits them
+   * (tie_word_embeddings: {"lm_head.weight": "model.embed_tokens.weight"}).
+   */
+  protected tiedWeights(): Record<string, string> { return {}; }
+  /**
+   * A cache length at which generation drops the KV cache and recomputes it from the whole
+   * sequence (Phi-3 LongRoPE at original_max_position_embeddings); undefined = never.
+   */
+  cacheRecomputeLength(): number | undefined { return undefined; }
+  /** Checkpoint keys that are not weights of this model and are skipped (e.g. rotary buffers). */
+  protected ignoredKeys(): RegExp[] { return [/\.rotary_emb\.inv_freq$/]; }
+
+  override async to(device: string | Device, dtype?: DType): Promise<this> {
+    await super.to(device, dtype);
+    this.device = this.stateDict().values().next().value!.device;
+    return this;
+  }
+
+  /**
+   * Load `weights` (name -> raw checkpoint tensor) into the parameters: each tensor is converted to
+   * `dtype` (floating weights only; undefined keeps the stored dtype, as transformers' dtype="auto")
+   * and placed on `device` (on cpu, a tensor kept as stored is a view of the file buffer, no copy).
+   * Throws WeightLoadError naming missing keys, unexpected keys and shape mismatches.
+   */
+  loadWeights(weights: Map<string, RawTensor>, device: Device, dtype?: DType): void {
+    const params = new Map(this.namedParameters());
+    const tied = this.tiedWeights();
+    const ignored = this.ignoredKeys();
+    const missing = [...params.keys()].filter((n) => !weights.has(n) && !(tied[n] && weights.has(tied[n])));
+    const unexpected = [...weights.keys()].filter((n) => !params.has(n) && !ignored.some((r) => r.test(n)));
+    if (missing.length) throw new WeightLoadError(`checkpoint is missing ${missing.length} weight(s) of ${this.constructor.name}: ${listNames(missing)}`);
+    if (unexpected.length) throw new WeightLoadError(`checkpoint has ${unexpected.length} unexpected weight(s) for ${this.constructor.name}: ${listNames(unexpected)}`);
+    const loaded = new Map<string, Tensor>();
+    for (const [name, p] of params) {
+      const raw = weights.get(name) ?? weights.get(tied[name])!;
+      const key = weights.has(name) ? name : tied[name];
+      let t = loaded.get(key);
+      if (!t) {
+        t = fromBytes(raw.bytes, raw.dtype as DType, raw.shape, "cpu");
+        if (dtype && isFloating(t.dtype) && t.dtype !== dtype) t = t.to(dtype);
+        if (device.type !== "cpu") t = t.to(device);
+        loaded.set(key, t);
+      }
+      try {
+        p.set(t);
+      } catch (e) {
+        if (e instanceof ShapeMismatchError) throw new WeightLoadError(`shape mismatch for weight '${name}': checkpoint has [${raw.shape}], ${this.constructor.name} expects [${p.shape}] (from config.json)`);
+        throw e;
+      }
+    }
+    this.device = device;
+  }
+
+  /**
+   * Generate continuations (transformers' generate): `inputIds` is one prompt (number[]) or a
+   * batch (number[][], left-padded with `attentionMask` when lengths differ). Returns the full
+   * sequences (prompt then new tokens), in the same form as the input.
+   */
+  async generate(inputIds: number[], opts?: GenerationOptions): Promise<number[]>;
+  async generate(inputIds: number[][], opts?: GenerationOptions): Promise<number[][]>;
+  async generate(inputIds: number[] | number[][], opts: GenerationOptions = {}): Promise<number[] | number[][]> {
+    const batch = Array.isArray(inputIds[0]);
+    const out = await generate(this, this.generationConfig, batch ? (inputIds as number[][]) : [inputIds as number[]], opts);
+    return batch ? out : out[0];
+  }
+
+  /** Stream generation: yields the new token of every row per step (see generateStream). */
+  generateStream(inputIds: number[][], opts: GenerationOptions = {}): AsyncGenerator<number[]> {
+    return generateStream(this, this.generationConfig, inputIds, opts);
+  }
+
+  /** Upload host token ids [B][L] as an int64 tensor on the model's device. */
+  idsTensor(ids: number[][]): Tensor {
+    const B = ids.length, L = ids[0]?.length ?? 0;
+    return fromBytes(encode(ids.flat(), "int64"), "int64", [B, L], this.device);
+  }
+
+  /**
+   * Logits of a full forward pass without cache: ids [B][L] (optionally left-padded with
+   * attentionMask) -> float32 [B, L, vocab]. Positions follow transformers: cumsum(mask) - 1.
+   */
+  logits(ids: number[][], attentionMask?: number[][]): Tensor {
+    return this.forward({
+      inputIds: this.idsTensor(ids),
+      positionIds: positionsFromMask(attentionMask ?? ids.map((r) => r.map(() => 1)), 0),
+      attentionMask: attentionMask ?? null,
+      cache: null,
+    });
+  }
+}
+
+/** transformers' position ids for (left-)padded input: cumsum(mask) - 1, with 1 at padding. */
+export function positionsFromMask(mask: number[][], past: number): number[][] {
+  return mask.map((row) => {
+    let seen = 0;
+    const all = row.map((m) => (m ? seen++ : 1));
+    return all.slice(past);
+  });
+}
+
+function listNames(names: string[]): string {
+  return names.slice(0, 8).join(", ") + (names.length > 8 ? `, … (${names.length - 8} more)` : "");
+}
+
+/** Additive padding mask [B, 1, 1, Lk] (0 = attend, -inf = padding), or null when nothing is padded. */
+export function paddingMask(attentionMask: number[][] | null, device: Device): Tensor | null {
+  if (!attentionMask || attentionMask.every((r) => r.every((m) => m))) return null;
+  const B = attentionMask.length, Lk = attentionMask[0].length;
+  const values = attentionMask.flat().map((m) => (m ? 0 : -Infinity));
+  return fromBytes(encode(values, "float32"), "float32", [B, 1, 1, Lk], device);
+}

@@ -1,0 +1,125 @@
+/**
+ * Mixtral (transformers' models/mixtral/modeling_mixtral.py + configuration_mixtral.py): Mistral's
+ * attention with a sparse mixture-of-experts feed-forward block in every layer.
+ *
+ *   embed_tokens -> N x [x + attn(input_layernorm(x)); x + block_sparse_moe(post_attention_layernorm(x))]
+ *   -> norm -> lm_head
+ *
+ * block_sparse_moe: router `gate`, then experts.N.{w1 (gate), w3 (up), w2 (down)} (nn/moe.ts).
+ */
+import { Embedding, Linear, RMSNorm } from "../../nn/layers.js";
+import { Module, ModuleList } from "../../nn/module.js";
+import { RotaryAttention } from "../../nn/attention.js";
+import { SparseMoeBlock } from "../../nn/moe.js";
+import { ropeCosSin } from "../../nn/rotary.js";
+import { add } from "../../tensor/ops.js";
+import type { Tensor } from "../../tensor/tensor.js";
+import type { LayerKVCache } from "../cache_utils.js";
+import { num, type RawConfig } from "../configuration.js";
+import { PreTrainedModel, paddingMask, type CausalLMInputs } from "../modeling_utils.js";
+import { LlamaConfig } from "./llama.js";
+
+// ------------------------------------------------------------------ config
+
+/** transformers' MixtralConfig defaults where they differ from Llama's. */
+const MIXTRAL_DEFAULTS: RawConfig = {
+  intermediate_size: 14336, num_key_value_heads: 8, max_position_embeddings: 4096 * 32,
+  rms_norm_eps: 1e-5, rope_theta: 1e6,
+};
+
+/** MixtralConfig: Llama's fields (with Mixtral's defaults) plus the expert routing fields. */
+export class MixtralConfig extends LlamaConfig {
+  readonly numLocalExperts: number;
+  readonly numExpertsPerTok: number;
+
+  constructor(raw: RawConfig) {
+    const filled: RawConfig = { ...raw };
+    for (const [k, v] of Object.entries(MIXTRAL_DEFAULTS)) filled[k] ??= v;
+    super(filled);
+    this.numLocalExperts = num(raw, "num_local_experts", num(raw, "num_experts", 8));
+    this.numExpertsPerTok = num(raw, "num_experts_per_tok", 2);
+  }
+}
+
+// ------------------------------------------------------------------ layers
+
+/** One expert's weights, w2(act(w1(x)) * w3(x)), as Mixtral checkpoints name them. */
+class MixtralExpert extends Module {
+  readonly w1: Linear;
+  readonly w2: Linear;
+  readonly w3: Linear;
+  constructor(c: MixtralConfig) {
+    super();
+    this.w1 = this.module("w1", new Linear(c.hiddenSize, c.intermediateSize, false));
+    this.w2 = this.module("w2", new Linear(c.intermediateSize, c.hiddenSize, false));
+    this.w3 = this.module("w3", new Linear(c.hiddenSize, c.intermediateSize, false));
+  }
+}
+
+class MixtralDecoderLayer extends Module {
+  readonly self_attn: RotaryAttention;
+  readonly block_sparse_moe: SparseMoeBlock<MixtralExpert>;
+  readonly input_layernorm: RMSNorm;
+  readonly post_attention_layernorm: RMSNorm;
+  constructor(c: MixtralConfig, layerIdx: number) {
+    super();
+    this.self_attn = this.module("self_attn", new RotaryAttention(c.attention(layerIdx)));
+    this.block_sparse_moe = this.module("block_sparse_moe", new SparseMoeBlock(
+      { hiddenSize: c.hiddenSize, numExperts: c.numLocalExperts, topK: c.numExpertsPerTok, normTopkProb: true, hiddenAct: c.hiddenAct },
+      () => new MixtralExpert(c),
+      (e) => ({ gate: e.w1, up: e.w3, down: e.w2 }),
+    ));
+    this.input_layernorm = this.module("input_layernorm", new RMSNorm(c.hiddenSize, c.rmsNormEps));
+    this.post_attention_layernorm = this.module("post_attention_layernorm", new RMSNorm(c.hiddenSize, c.rmsNormEps));
+  }
+
+  forward(x: Tensor, cos: Tensor, sin: Tensor, mask: Tensor | null, cache: LayerKVCache | null): Tensor {
+    const h = add(x, this.self_attn.forward(this.input_layernorm.forward(x), cos, sin, mask, cache));
+    return add(h, this.block_sparse_moe.forward(this.post_attention_layernorm.forward(h)));
+  }
+}
+
+class MixtralModel extends Module {
+  readonly embed_tokens: Embedding;
+  readonly layers: ModuleList<MixtralDecoderLayer>;
+  readonly norm: RMSNorm;
+  constructor(c: MixtralConfig) {
+    super();
+    this.embed_tokens = this.module("embed_tokens", new Embedding(c.vocabSize, c.hiddenSize));
+    this.layers = this.module("layers", new ModuleList(Array.from({ length: c.numHiddenLayers }, (_, i) => new MixtralDecoderLayer(c, i))));
+    this.norm = this.module("norm", new RMSNorm(c.hiddenSize, c.rmsNormEps));
+  }
+}
+
+// ------------------------------------------------------------------ causal LM
+
+export class MixtralForCausalLM extends PreTrainedModel {
+  readonly c: MixtralConfig;
+  readonly model: MixtralModel;
+  readonly lm_head: Linear;
+
+  constructor(raw: RawConfig) {
+    super(raw);
+    this.c = new MixtralConfig(raw);
+    this.model = this.module("model", new MixtralModel(this.c));
+    this.lm_head = this.module("lm_head", new Linear(this.c.hiddenSize, this.c.vocabSize, false));
+  }
+
+  get numLayers(): number { return this.c.numHiddenLayers; }
+  get maxPositions(): number { return this.c.maxPositionEmbeddings; }
+  protected override tiedWeights(): Record<string, string> {
+    return this.c.tieWordEmbeddings ? { "lm_head.weight": "model.embed_tokens.weight" } : {};
+  }
+
+  forward({ inputIds, positionIds, attentionMask, cache, logitsToKeep = 0 }: CausalLMInputs): Tensor {
+    const { cos, sin } = ropeCosSin(this.c.rope, positionIds, this.device);
+    const mask = paddingMask(attentionMask, this.device);
+    let x = this.model.embed_tokens.forward(inputIds);
+    this.model.layers.items.forEach((layer, i) => {
+      x = layer.forward(x, cos, sin, mask, cache?.layers[i] ?? null);
+    });
+    const L = x.shape[1];
+    if (logitsToKeep > 0 && logitsToKeep < L) x = x.narrow(1, L - logitsToKeep, logitsToKeep);
+    return this.lm_head.forward(this.model.norm.forward(x));
+  }
+}

@@ -1,0 +1,171 @@
+/**
+ * Phi-3 (transformers' models/phi3/modeling_phi3.py + configuration_phi3.py): Llama's layout with
+ * fused projections — qkv_proj (q, k, v stacked along the output) and gate_up_proj (gate, up) —
+ * split with views; partial rotary (partial_rotary_factor) and LongRoPE scaling ("longrope", also
+ * written "su" or "yarn" in Phi-3 configs).
+ *
+ *   embed_tokens -> N x [x + attn(input_layernorm(x)); x + mlp(post_attention_layernorm(x))]
+ *   -> norm -> lm_head
+ */
+import { activation, type Activation } from "../../nn/activations.js";
+import { causalAttention } from "../../nn/attention.js";
+import { Embedding, Linear, RMSNorm } from "../../nn/layers.js";
+import { Module, ModuleList } from "../../nn/module.js";
+import { computeInvFreq, ropeCosSin, type RopeTables } from "../../nn/rotary.js";
+import { add, applyRotary, mul } from "../../tensor/ops.js";
+import type { Tensor } from "../../tensor/tensor.js";
+import type { LayerKVCache } from "../cache_utils.js";
+import { bool, num, ropeParameters, str, type RawConfig } from "../configuration.js";
+import { PreTrainedModel, paddingMask, type CausalLMInputs } from "../modeling_utils.js";
+
+// ------------------------------------------------------------------ config
+
+/** Phi3Config fields with transformers' defaults. */
+export class Phi3Config {
+  readonly vocabSize: number;
+  readonly hiddenSize: number;
+  readonly intermediateSize: number;
+  readonly numHiddenLayers: number;
+  readonly numAttentionHeads: number;
+  readonly numKeyValueHeads: number;
+  readonly headDim: number;
+  readonly hiddenAct: string;
+  readonly maxPositionEmbeddings: number;
+  readonly originalMaxPositionEmbeddings: number;
+  readonly rmsNormEps: number;
+  readonly tieWordEmbeddings: boolean;
+  readonly slidingWindow: number;
+  readonly rope: RopeTables;
+
+  constructor(raw: RawConfig) {
+    this.vocabSize = num(raw, "vocab_size", 32064);
+    this.hiddenSize = num(raw, "hidden_size", 3072);
+    this.intermediateSize = num(raw, "intermediate_size", 8192);
+    this.numHiddenLayers = num(raw, "num_hidden_layers", 32);
+    this.numAttentionHeads = num(raw, "num_attention_heads", 32);
+    this.numKeyValueHeads = num(raw, "num_key_value_heads", this.numAttentionHeads);
+    this.headDim = num(raw, "head_dim", Math.floor(this.hiddenSize / this.numAttentionHeads));
+    this.hiddenAct = str(raw, "hidden_act", "silu");
+    this.maxPositionEmbeddings = num(raw, "max_position_embeddings", 4096);
+    this.originalMaxPositionEmbeddings = num(raw, "original_max_position_embeddings", 4096);
+    this.rmsNormEps = num(raw, "rms_norm_eps", 1e-5);
+    this.tieWordEmbeddings = bool(raw, "tie_word_embeddings", false);
+    this.slidingWindow = num(raw, "sliding_window", 0);
+    // Phi3Config.convert_rope_params_to_dict: "su" and "yarn" are LongRoPE; its original length is the config's.
+    const rope = ropeParameters(raw);
+    this.rope = computeInvFreq({
+      ...rope,
+      rope_type: rope.rope_type === "su" || rope.rope_type === "yarn" ? "longrope" : rope.rope_type,
+      original_max_position_embeddings: this.originalMaxPositionEmbeddings,
+      max_position_embeddings: this.maxPositionEmbeddings,
+    }, this.headDim);
+  }
+}
+
+// ------------------------------------------------------------------ layers
+
+class Phi3MLP extends Module {
+  readonly gate_up_proj: Linear;
+  readonly down_proj: Linear;
+  private readonly act: Activation;
+  constructor(c: Phi3Config) {
+    super();
+    this.gate_up_proj = this.module("gate_up_proj", new Linear(c.hiddenSize, 2 * c.intermediateSize, false));
+    this.down_proj = this.module("down_proj", new Linear(c.intermediateSize, c.hiddenSize, false));
+    this.act = activation(c.hiddenAct);
+  }
+
+  forward(x: Tensor): Tensor {
+    const [gate, up] = this.gate_up_proj.forward(x).chunk(2, -1);
+    return this.down_proj.forward(mul(up, this.act(gate)));
+  }
+}
+
+class Phi3Attention extends Module {
+  readonly o_proj: Linear;
+  readonly qkv_proj: Linear;
+  constructor(private readonly c: Phi3Config) {
+    super();
+    const { hiddenSize: h, numAttentionHeads: nq, numKeyValueHeads: nkv, headDim: d } = c;
+    this.o_proj = this.module("o_proj", new Linear(nq * d, h, false));
+    this.qkv_proj = this.module("qkv_proj", new Linear(h, (nq + 2 * nkv) * d, false));
+  }
+
+  forward(x: Tensor, cos: Tensor, sin: Tensor, mask: Tensor | null, cache: LayerKVCache | null): Tensor {
+    const [B, L] = x.shape;
+    const { numAttentionHeads: nq, numKeyValueHeads: nkv, headDim: d } = this.c;
+    const qkv = this.qkv_proj.forward(x);
+    const q = qkv.narrow(2, 0, nq * d).view(B, L, nq, d);
+    const k = qkv.narrow(2, nq * d, nkv * d).view(B, L, nkv, d);
+    const v = qkv.narrow(2, (nq + nkv) * d, nkv * d).view(B, L, nkv, d);
+    const out = causalAttention(applyRotary(q, cos, sin), applyRotary(k, cos, sin), v, cache, { scale: d ** -0.5, mask, window: this.c.slidingWindow });
+    return this.o_proj.forward(out);
+  }
+}
+
+class Phi3DecoderLayer extends Module {
+  readonly self_attn: Phi3Attention;
+  readonly mlp: Phi3MLP;
+  readonly input_layernorm: RMSNorm;
+  readonly post_attention_layernorm: RMSNorm;
+  constructor(c: Phi3Config) {
+    super();
+    this.self_attn = this.module("self_attn", new Phi3Attention(c));
+    this.mlp = this.module("mlp", new Phi3MLP(c));
+    this.input_layernorm = this.module("input_layernorm", new RMSNorm(c.hiddenSize, c.rmsNormEps));
+    this.post_attention_layernorm = this.module("post_attention_layernorm", new RMSNorm(c.hiddenSize, c.rmsNormEps));
+  }
+
+  forward(x: Tensor, cos: Tensor, sin: Tensor, mask: Tensor | null, cache: LayerKVCache | null): Tensor {
+    const h = add(x, this.self_attn.forward(this.input_layernorm.forward(x), cos, sin, mask, cache));
+    return add(h, this.mlp.forward(this.post_attention_layernorm.forward(h)));
+  }
+}
+
+class Phi3Model extends Module {
+  readonly embed_tokens: Embedding;
+  readonly layers: ModuleList<Phi3DecoderLayer>;
+  readonly norm: RMSNorm;
+  constructor(c: Phi3Config) {
+    super();
+    this.embed_tokens = this.module("embed_tokens", new Embedding(c.vocabSize, c.hiddenSize));
+    this.layers = this.module("layers", new ModuleList(Array.from({ length: c.numHiddenLayers }, () => new Phi3DecoderLayer(c))));
+    this.norm = this.module("norm", new RMSNorm(c.hiddenSize, c.rmsNormEps));
+  }
+}
+
+// ------------------------------------------------------------------ causal LM
+
+export class Phi3ForCausalLM extends PreTrainedModel {
+  readonly c: Phi3Config;
+  readonly model: Phi3Model;
+  readonly lm_head: Linear;
+
+  constructor(raw: RawConfig) {
+    super(raw);
+    this.c = new Phi3Config(raw);
+    this.model = this.module("model", new Phi3Model(this.c));
+    this.lm_head = this.module("lm_head", new Linear(this.c.hiddenSize, this.c.vocabSize, false));
+  }
+
+  get numLayers(): number { return this.c.numHiddenLayers; }
+  get maxPositions(): number { return this.c.maxPositionEmbeddings; }
+  override cacheRecomputeLength(): number | undefined {
+    return this.c.rope.long ? this.c.originalMaxPositionEmbeddings : undefined;
+  }
+  protected override tiedWeights(): Record<string, string> {
+    return this.c.tieWordEmbeddings ? { "lm_head.weight": "model.embed_tokens.weight" } : {};
+  }
+
+  forward({ inputIds, positionIds, attentionMask, cache, logitsToKeep = 0 }: CausalLMInputs): Tensor {
+    const { cos, sin } = ropeCosSin(this.c.rope, positionIds, this.device);
+    const mask = paddingMask(attentionMask, this.device);
+    let x = this.model.embed_tokens.forward(inputIds);
+    this.model.layers.items.forEach((layer, i) => {
+      x = layer.forward(x, cos, sin, mask, cache?.layers[i] ?? null);
+    });
+    const L = x.shape[1];
+    if (logitsToKeep > 0 && logitsToKeep < L) x = x.narrow(1, L - logitsToKeep, logitsToKeep);
+    return this.lm_head.forward(this.model.norm.forward(x));
+  }
+}

@@ -1,0 +1,136 @@
+/**
+ * Qwen3-MoE (transformers' models/qwen3_moe/modeling_qwen3_moe.py + configuration_qwen3_moe.py):
+ * Qwen3's attention (per-head q_norm/k_norm before rotary) with a sparse mixture-of-experts
+ * feed-forward block in the layers that decoder_sparse_step / mlp_only_layers choose, a dense
+ * gated MLP in the others.
+ *
+ *   embed_tokens -> N x [x + attn(input_layernorm(x)); x + mlp(post_attention_layernorm(x))]
+ *   -> norm -> lm_head
+ *
+ * mlp (sparse): router `gate`, then experts.N.{gate_proj, up_proj, down_proj} (nn/moe.ts).
+ */
+import { RotaryAttention, type RotaryAttentionOptions } from "../../nn/attention.js";
+import { Embedding, Linear, RMSNorm } from "../../nn/layers.js";
+import { GatedMLP } from "../../nn/mlp.js";
+import { Module, ModuleList } from "../../nn/module.js";
+import { SparseMoeBlock } from "../../nn/moe.js";
+import { ropeCosSin } from "../../nn/rotary.js";
+import { add } from "../../tensor/ops.js";
+import type { Tensor } from "../../tensor/tensor.js";
+import type { LayerKVCache } from "../cache_utils.js";
+import { bool, num, type RawConfig } from "../configuration.js";
+import { PreTrainedModel, paddingMask, type CausalLMInputs } from "../modeling_utils.js";
+import { LlamaConfig } from "./llama.js";
+
+// ------------------------------------------------------------------ config
+
+/** transformers' Qwen3MoeConfig defaults where they differ from Llama's. */
+const QWEN3_MOE_DEFAULTS: RawConfig = {
+  vocab_size: 151936, hidden_size: 2048, intermediate_size: 6144, num_hidden_layers: 24,
+  num_key_value_heads: 4, max_position_embeddings: 32768,
+};
+
+/** Qwen3MoeConfig: Llama's fields (with Qwen3-MoE's defaults) plus the expert fields. */
+export class Qwen3MoeConfig extends LlamaConfig {
+  readonly numExperts: number;
+  readonly numExpertsPerTok: number;
+  readonly moeIntermediateSize: number;
+  readonly normTopkProb: boolean;
+  readonly decoderSparseStep: number;
+  readonly mlpOnlyLayers: number[];
+
+  constructor(raw: RawConfig) {
+    const filled: RawConfig = { ...raw };
+    for (const [k, v] of Object.entries(QWEN3_MOE_DEFAULTS)) filled[k] ??= v;
+    // The window applies only with use_sliding_window (Qwen3MoeConfig.__post_init__).
+    filled.sliding_window = bool(raw, "use_sliding_window", false) ? num(raw, "sliding_window", 4096) : null;
+    super(filled);
+    this.numExperts = num(raw, "num_experts", num(raw, "num_local_experts", 128));
+    this.numExpertsPerTok = num(raw, "num_experts_per_tok", 8);
+    this.moeIntermediateSize = num(raw, "moe_intermediate_size", 768);
+    this.normTopkProb = bool(raw, "norm_topk_prob", false);
+    this.decoderSparseStep = num(raw, "decoder_sparse_step", 1);
+    this.mlpOnlyLayers = Array.isArray(raw.mlp_only_layers) ? (raw.mlp_only_layers as number[]) : [];
+  }
+
+  override attention(layerIdx: number): RotaryAttentionOptions {
+    return { ...super.attention(layerIdx), qkNormEps: this.rmsNormEps };
+  }
+
+  /** Whether layer `layerIdx` has the sparse expert block (else a dense MLP). */
+  isSparse(layerIdx: number): boolean {
+    return !this.mlpOnlyLayers.includes(layerIdx) && this.numExperts > 0 && (layerIdx + 1) % this.decoderSparseStep === 0;
+  }
+}
+
+// ------------------------------------------------------------------ layers
+
+class Qwen3MoeDecoderLayer extends Module {
+  readonly self_attn: RotaryAttention;
+  readonly mlp: SparseMoeBlock<GatedMLP> | GatedMLP;
+  readonly input_layernorm: RMSNorm;
+  readonly post_attention_layernorm: RMSNorm;
+  constructor(c: Qwen3MoeConfig, layerIdx: number) {
+    super();
+    this.self_attn = this.module("self_attn", new RotaryAttention(c.attention(layerIdx)));
+    this.mlp = this.module("mlp", c.isSparse(layerIdx)
+      ? new SparseMoeBlock(
+        { hiddenSize: c.hiddenSize, numExperts: c.numExperts, topK: c.numExpertsPerTok, normTopkProb: c.normTopkProb, hiddenAct: c.hiddenAct },
+        () => new GatedMLP(c.hiddenSize, c.moeIntermediateSize, c.hiddenAct),
+        (e) => ({ gate: e.gate_proj, up: e.up_proj, down: e.down_proj }),
+      )
+      : new GatedMLP(c.hiddenSize, c.intermediateSize, c.hiddenAct));
+    this.input_layernorm = this.module("input_layernorm", new RMSNorm(c.hiddenSize, c.rmsNormEps));
+    this.post_attention_layernorm = this.module("post_attention_layernorm", new RMSNorm(c.hiddenSize, c.rmsNormEps));
+  }
+
+  forward(x: Tensor, cos: Tensor, sin: Tensor, mask: Tensor | null, cache: LayerKVCache | null): Tensor {
+    const h = add(x, this.self_attn.forward(this.input_layernorm.forward(x), cos, sin, mask, cache));
+    return add(h, this.mlp.forward(this.post_attention_layernorm.forward(h)));
+  }
+}
+
+class Qwen3MoeModel extends Module {
+  readonly embed_tokens: Embedding;
+  readonly layers: ModuleList<Qwen3MoeDecoderLayer>;
+  readonly norm: RMSNorm;
+  constructor(c: Qwen3MoeConfig) {
+    super();
+    this.embed_tokens = this.module("embed_tokens", new Embedding(c.vocabSize, c.hiddenSize));
+    this.layers = this.module("layers", new ModuleList(Array.from({ length: c.numHiddenLayers }, (_, i) => new Qwen3MoeDecoderLayer(c, i))));
+    this.norm = this.module("norm", new RMSNorm(c.hiddenSize, c.rmsNormEps));
+  }
+}
+
+// ------------------------------------------------------------------ causal LM
+
+export class Qwen3MoeForCausalLM extends PreTrainedModel {
+  readonly c: Qwen3MoeConfig;
+  readonly model: Qwen3MoeModel;
+  readonly lm_head: Linear;
+
+  constructor(raw: RawConfig) {
+    super(raw);
+    this.c = new Qwen3MoeConfig(raw);
+    this.model = this.module("model", new Qwen3MoeModel(this.c));
+    this.lm_head = this.module("lm_head", new Linear(this.c.hiddenSize, this.c.vocabSize, false));
+  }
+
+  get numLayers(): number { return this.c.numHiddenLayers; }
+  get maxPositions(): number { return this.c.maxPositionEmbeddings; }
+  protected override tiedWeights(): Record<string, string> {
+    return this.c.tieWordEmbeddings ? { "lm_head.weight": "model.embed_tokens.weight" } : {};
+  }
+
+  forward({ inputIds, positionIds, attentionMask, cache, logitsToKeep = 0 }: CausalLMInputs): Tensor {
+    const { cos, sin } = ropeCosSin(this.c.rope, positionIds, this.device);
+    const mask = paddingMask(attentionMask, this.device);
+    let x = this.model.embed_tokens.forward(inputIds);
+    this.model.layers.items.forEach((layer, i) => {
+      x = layer.forward(x, cos, sin, mask, cache?.layers[i] ?? null);
+    });
+    const L = x.shape[1];
+    if (logitsToKeep > 0 && logitsToKeep < L) x = x.narrow(1, L - logitsToKeep, logitsToKeep);
+    return this.lm_head.forward(this.model.norm.forward(x));
+  }
+}

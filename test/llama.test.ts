@@ -1,0 +1,72 @@
+/**
+ * Llama and Mistral against Hugging Face transformers' outputs: stories260K (a trained checkpoint)
+ * and the tiny random llama/mistral fixtures. Tolerance: 1e-4 absolute on float32 logits.
+ */
+import assert from "node:assert/strict";
+import * as path from "node:path";
+import { test } from "node:test";
+import { AutoModelForCausalLM, type CacheImplementation } from "../src/transformers/index.js";
+import { maxAbsDiff, missing, readJson, STORIES, TINY } from "./helpers/shared.js";
+
+const CACHES: CacheImplementation[] = ["dynamic", "static"];
+
+test("stories260K: last-position logits match transformers within 1e-4", async (t) => {
+  const skip = missing(STORIES);
+  if (skip) return t.skip(skip);
+  const expected = readJson(path.join(STORIES, "expected.json"));
+  const model = await AutoModelForCausalLM.fromPretrained(STORIES);
+  for (const g of expected.generation) {
+    const logits = model.logits([g.input_ids]);
+    const L = g.input_ids.length;
+    const last = (await logits.narrow(1, L - 1, 1).data()) as Float32Array;
+    assert.ok(maxAbsDiff(last, g.last_logits) < 1e-4, `max diff ${maxAbsDiff(last, g.last_logits)} for '${g.prompt}'`);
+  }
+});
+
+test("stories260K: greedy continuations equal transformers' (64 tokens, and 200 from BOS)", async (t) => {
+  const skip = missing(STORIES);
+  if (skip) return t.skip(skip);
+  const expected = readJson(path.join(STORIES, "expected.json"));
+  const model = await AutoModelForCausalLM.fromPretrained(STORIES);
+  for (const cache of CACHES) {
+    for (const g of expected.generation) {
+      const out = await model.generate(g.input_ids as number[], { maxNewTokens: 64, doSample: false, cacheImplementation: cache });
+      assert.deepEqual(out.slice(g.input_ids.length), g.greedy_new_ids, `${cache}: '${g.prompt}'`);
+    }
+  }
+  const bos = expected.greedy_from_bos;
+  const out = await model.generate([1], { maxNewTokens: bos.new_ids.length, doSample: false });
+  assert.deepEqual(out.slice(1), bos.new_ids);
+});
+
+for (const arch of ["llama", "mistral"]) {
+  const dir = path.join(TINY, arch);
+
+  test(`${arch} (tiny): full logits within 1e-4`, async (t) => {
+    const skip = missing(dir);
+    if (skip) return t.skip(skip);
+    const e = readJson(path.join(dir, "expected.json"));
+    const model = await AutoModelForCausalLM.fromPretrained(dir);
+    const logits = model.logits(e.input_ids);
+    assert.deepEqual(logits.shape, [2, 7, 512]);
+    const diff = maxAbsDiff((await logits.data()) as Float32Array, e.logits.flat(2));
+    assert.ok(diff < 1e-4, `max abs diff ${diff}`);
+  });
+
+  test(`${arch} (tiny): single and left-padded batch greedy ids, dynamic and static cache`, async (t) => {
+    const skip = missing(dir);
+    if (skip) return t.skip(skip);
+    const e = readJson(path.join(dir, "expected.json"));
+    const model = await AutoModelForCausalLM.fromPretrained(dir);
+    const n = e.greedy.max_new_tokens;
+    for (const cache of CACHES) {
+      for (let b = 0; b < e.input_ids.length; b++) {
+        const out = await model.generate(e.input_ids[b] as number[], { maxNewTokens: n, doSample: false, cacheImplementation: cache, eosTokenId: [] });
+        assert.deepEqual(out.slice(e.input_ids[b].length), e.greedy.single[b], `${cache} row ${b}`);
+      }
+      const lp = e.greedy_left_padded;
+      const out = await model.generate(lp.input_ids as number[][], { maxNewTokens: n, doSample: false, attentionMask: lp.attention_mask, cacheImplementation: cache, eosTokenId: [] });
+      assert.deepEqual(out.map((r) => r.slice(lp.input_ids[0].length)), lp.new_tokens, `${cache} left-padded batch`);
+    }
+  });
+}

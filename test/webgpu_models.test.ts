@@ -1,0 +1,103 @@
+/**
+ * Every supported architecture on the webgpu device, against Hugging Face transformers' outputs:
+ * stories260K (last-position logits within 1e-3, greedy continuations equal) and every tiny
+ * fixture whose architecture tsorch supports (full logits within 1e-3, greedy ids of each row and
+ * of the left-padded batch equal, dynamic and static caches). Also model.to("webgpu") and
+ * `tsorch generate --device webgpu`.
+ */
+import assert from "node:assert/strict";
+import { execFile } from "node:child_process";
+import { existsSync, readdirSync } from "node:fs";
+import * as path from "node:path";
+import { test } from "node:test";
+import { promisify } from "node:util";
+import { AutoModelForCausalLM, CAUSAL_LM_ARCHITECTURES, type CacheImplementation } from "../src/transformers/index.js";
+import { CLI, maxAbsDiff, missing, readJson, STORIES, TINY } from "./helpers/shared.js";
+import { webgpuOrSkip } from "./helpers/webgpu.js";
+
+const CACHES: CacheImplementation[] = ["dynamic", "static"];
+const TOL = 1e-3;
+const run = promisify(execFile);
+
+test("stories260K on webgpu: last-position logits within 1e-3, greedy ids equal", async (t) => {
+  const skip = missing(STORIES);
+  if (skip) return t.skip(skip);
+  if (!(await webgpuOrSkip(t))) return;
+  const expected = readJson(path.join(STORIES, "expected.json"));
+  const model = await AutoModelForCausalLM.fromPretrained(STORIES, { device: "webgpu" });
+  for (const g of expected.generation) {
+    const L = g.input_ids.length;
+    const last = (await model.logits([g.input_ids]).narrow(1, L - 1, 1).data()) as Float32Array;
+    assert.ok(maxAbsDiff(last, g.last_logits) < TOL, `max diff ${maxAbsDiff(last, g.last_logits)} for '${g.prompt}'`);
+    for (const cache of CACHES) {
+      const out = await model.generate(g.input_ids as number[], { maxNewTokens: 64, doSample: false, cacheImplementation: cache });
+      assert.deepEqual(out.slice(L), g.greedy_new_ids, `${cache}: '${g.prompt}'`);
+    }
+  }
+  const bos = expected.greedy_from_bos;
+  const out = await model.generate([1], { maxNewTokens: bos.new_ids.length, doSample: false });
+  assert.deepEqual(out.slice(1), bos.new_ids);
+});
+
+test("stories260K: model.to('webgpu') after loading on cpu gives the same logits", async (t) => {
+  const skip = missing(STORIES);
+  if (skip) return t.skip(skip);
+  if (!(await webgpuOrSkip(t))) return;
+  const g = readJson(path.join(STORIES, "expected.json")).generation[0];
+  const model = await AutoModelForCausalLM.fromPretrained(STORIES);
+  await model.to("webgpu");
+  assert.equal(model.device.name, "webgpu");
+  const L = g.input_ids.length;
+  const last = (await model.logits([g.input_ids]).narrow(1, L - 1, 1).data()) as Float32Array;
+  assert.ok(maxAbsDiff(last, g.last_logits) < TOL, `max diff ${maxAbsDiff(last, g.last_logits)}`);
+});
+
+test("tsorch generate --device webgpu matches transformers' greedy ids", async (t) => {
+  const skip = missing(STORIES);
+  if (skip) return t.skip(skip);
+  if (!(await webgpuOrSkip(t))) return;
+  const g = readJson(path.join(STORIES, "expected.json")).generation[0];
+  const args = [CLI, "generate", "--model", STORIES, "--device", "webgpu", "--input-ids", g.input_ids.join(","), "--max-new-tokens", "16", "--output", "json"];
+  const { stdout } = await run(process.execPath, args, { maxBuffer: 1 << 24 });
+  assert.deepEqual(JSON.parse(stdout).new_token_ids, g.greedy_new_ids.slice(0, 16));
+});
+
+/** Tiny fixtures whose architecture is registered (architectures are added over time). */
+function supportedFixtures(): string[] {
+  if (!existsSync(TINY)) return [];
+  return readdirSync(TINY).filter((name) => {
+    const config = readJson(path.join(TINY, name, "config.json"));
+    return (config.architectures as string[] | undefined)?.some((a) => a in CAUSAL_LM_ARCHITECTURES) ?? false;
+  });
+}
+
+test("tiny fixtures: at least llama and mistral are covered", (t) => {
+  const skip = missing(TINY);
+  if (skip) return t.skip(skip);
+  const names = supportedFixtures();
+  assert.ok(names.includes("llama") && names.includes("mistral"), `covered: ${names.join(", ")}`);
+});
+
+for (const arch of supportedFixtures()) {
+  const dir = path.join(TINY, arch);
+
+  test(`${arch} (tiny) on webgpu: logits within 1e-3, greedy ids equal (single, left-padded; dynamic, static)`, async (t) => {
+    if (!(await webgpuOrSkip(t))) return;
+    const e = readJson(path.join(dir, "expected.json"));
+    const model = await AutoModelForCausalLM.fromPretrained(dir, { device: "webgpu" });
+    const logits = model.logits(e.input_ids);
+    assert.deepEqual(logits.shape, [2, 7, 512]);
+    const diff = maxAbsDiff((await logits.data()) as Float32Array, e.logits.flat(2));
+    assert.ok(diff < TOL, `max abs diff ${diff}`);
+    const n = e.greedy.max_new_tokens;
+    for (const cache of CACHES) {
+      for (let b = 0; b < e.input_ids.length; b++) {
+        const out = await model.generate(e.input_ids[b] as number[], { maxNewTokens: n, doSample: false, cacheImplementation: cache, eosTokenId: [] });
+        assert.deepEqual(out.slice(e.input_ids[b].length), e.greedy.single[b], `${cache} row ${b}`);
+      }
+      const lp = e.greedy_left_padded;
+      const out = await model.generate(lp.input_ids as number[][], { maxNewTokens: n, doSample: false, attentionMask: lp.attention_mask, cacheImplementation: cache, eosTokenId: [] });
+      assert.deepEqual(out.map((r) => r.slice(lp.input_ids[0].length)), lp.new_tokens, `${cache} left-padded batch`);
+    }
+  });
+}
