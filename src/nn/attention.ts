@@ -7,6 +7,7 @@
  */
 import type { LayerKVCache } from "../transformers/cache_utils.js";
 import { applyRotary, scaledDotProductAttention } from "../tensor/ops.js";
+import { tidy } from "../tensor/scope.js";
 import type { Tensor } from "../tensor/tensor.js";
 import { Linear, RMSNorm } from "./layers.js";
 import { Module } from "./module.js";
@@ -84,6 +85,10 @@ export class RotaryAttention extends Module {
 
   /** cos/sin [B, L, R] rotary tables; mask: additive padding mask or null; cache: this layer's KV cache. */
   forward(x: Tensor, cos: Tensor, sin: Tensor, mask: Tensor | null, cache: LayerKVCache | null): Tensor {
+    return tidy(() => this.attend(x, cos, sin, mask, cache));
+  }
+
+  private attend(x: Tensor, cos: Tensor, sin: Tensor, mask: Tensor | null, cache: LayerKVCache | null): Tensor {
     const [B, L] = x.shape;
     const { numHeads: nq, numKvHeads: nkv, headDim: d } = this.o;
     let q = this.q_proj.forward(x).view(B, L, nq, d);

@@ -5,4 +5,5 @@ export * from "./activations.js";
 export * from "./attention.js";
 export * from "./mlp.js";
 export * from "./moe.js";
+export * from "./gated_deltanet.js";
 export * from "./rotary.js";

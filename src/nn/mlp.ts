@@ -1,5 +1,6 @@
 /** Gated feed-forward block down(act(gate(x)) * up(x)) (LlamaMLP and its many relatives). */
 import { mul } from "../tensor/ops.js";
+import { tidy } from "../tensor/scope.js";
 import type { Tensor } from "../tensor/tensor.js";
 import { activation, type Activation } from "./activations.js";
 import { Linear } from "./layers.js";
@@ -18,6 +19,6 @@ export class GatedMLP extends Module {
     this.act = activation(hiddenAct);
   }
   forward(x: Tensor): Tensor {
-    return this.down_proj.forward(mul(this.act(this.gate_proj.forward(x)), this.up_proj.forward(x)));
+    return tidy(() => this.down_proj.forward(mul(this.act(this.gate_proj.forward(x)), this.up_proj.forward(x))));
   }
 }

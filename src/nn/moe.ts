@@ -7,6 +7,7 @@
  * `gatherLinear`, which picks each row's expert weight without reading indices on the host.
  */
 import { div, gatherLinear, mul, softmax, sum, topk } from "../tensor/ops.js";
+import { tidy } from "../tensor/scope.js";
 import type { Tensor } from "../tensor/tensor.js";
 import { activation, type Activation } from "./activations.js";
 import { Linear } from "./layers.js";
@@ -42,6 +43,10 @@ export class SparseMoeBlock<E extends Module> extends Module {
   }
 
   forward(x: Tensor): Tensor {
+    return tidy(() => this.route(x));
+  }
+
+  private route(x: Tensor): Tensor {
     const [B, L, H] = x.shape, T = B * L, k = this.o.topK;
     const flat = x.reshape(T, H);
     const { weights, indices } = routeTopK(this.gate.forward(flat), k, this.o.normTopkProb);

@@ -10,6 +10,7 @@ import type { Device } from "../devices/device.js";
 import { getKernel, type BinaryOp, type ReduceOp, type UnaryOp } from "../devices/kernels.js";
 import { isFloating, itemsize, promoteTypes, type DType } from "./dtype.js";
 import { encode } from "./host.js";
+import { track } from "./scope.js";
 import { broadcastShapes, normAxis, numel, sameShape } from "./shape.js";
 import { Tensor, type TensorLike } from "./tensor.js";
 
@@ -17,7 +18,9 @@ import { Tensor, type TensorLike } from "./tensor.js";
 
 /** Allocate an uninitialised contiguous tensor. */
 export function empty(shape: readonly number[], dtype: DType, device: Device): Tensor {
-  return new Tensor(device.allocate(numel(shape) * itemsize(dtype)), dtype, shape);
+  const storage = device.allocate(numel(shape) * itemsize(dtype));
+  track(storage);
+  return new Tensor(storage, dtype, shape);
 }
 
 /** Throw when tensors live on different devices, naming both (as PyTorch does). */

@@ -2,11 +2,13 @@
  * KV caches (transformers' cache_utils.py). Each attention layer stores keys and values in a
  * preallocated buffer [B, Hkv, capacity, D] and attends to the filled prefix as a strided view, so
  * a decode step writes one position and copies nothing else.
- * - "dynamic" (DynamicCache): capacity grows by doubling as the sequence grows.
+ * - "dynamic" (DynamicCache): the first buffer holds maxCacheLen positions when that is known (generate
+ *   knows prompt + maxNewTokens), and capacity doubles whenever the sequence outgrows it.
  * - "static" (StaticCache): capacity is fixed at construction (maxCacheLen); shapes never change.
  * A sliding-window attention layer keeps only its window, in a buffer of at most twice the window.
  */
 import { cat, copyInto, empty } from "../tensor/ops.js";
+import { keep } from "../tensor/scope.js";
 import type { Tensor } from "../tensor/tensor.js";
 import { LinearAttentionState } from "./cache_linear_attention.js";
 
@@ -52,7 +54,7 @@ export class LayerKVCache {
       else if (this.kind === "static" && this.keys) {
         throw new RangeError(`static KV cache overflow: ${need} positions needed, max_cache_len is ${capacity}`);
       } else {
-        const wanted = this.kind === "static" ? Math.max(this.maxCacheLen, need) : Math.max(need, 2 * capacity, 16);
+        const wanted = this.kind === "static" || capacity === 0 ? Math.max(this.maxCacheLen, need) : Math.max(need, 2 * capacity, 16);
         this.reallocate(k, v, window > 0 ? Math.max(need, Math.min(wanted, 2 * window)) : wanted);
       }
     }
@@ -68,7 +70,7 @@ export class LayerKVCache {
   private reallocate(k: Tensor, v: Tensor, capacity: number): void {
     const [B, , H, D] = k.shape, kept = this.end - this.start;
     const grow = (old: Tensor | null, d: number) => {
-      const buf = empty([B, H, capacity, d], "float32", k.device);
+      const buf = keep(empty([B, H, capacity, d], "float32", k.device));
       if (old && kept > 0) copyInto(old.narrow(2, this.start, kept), buf.narrow(2, 0, kept));
       return buf;
     };

@@ -10,13 +10,35 @@ class CpuStorage implements Storage {
   get nbytes(): number { return this.handle.byteLength; }
 }
 
+/** Buffers smaller than this are left to the garbage collector rather than pooled. */
+const POOL_MIN_BYTES = 4096;
+/** Most bytes the free pool holds; released buffers beyond it go to the collector. */
+const POOL_MAX_BYTES = 64 * 1024 * 1024;
+
 export class CpuDevice implements Device {
   readonly type = "cpu";
   readonly name = "cpu";
+  /** Released buffers by size, reused by `allocate` (filled by tidy scopes, see tensor/scope.ts). */
+  private readonly pool = new Map<number, Uint8Array[]>();
+  private pooledBytes = 0;
 
   allocate(nbytes: number): Storage {
-    // 64-byte alignment of fresh buffers keeps SIMD loads aligned; ArrayBuffers are at least 8-aligned.
+    const reused = this.pool.get(nbytes)?.pop();
+    if (reused) {
+      this.pooledBytes -= nbytes;
+      return new CpuStorage(this, reused);
+    }
     return new CpuStorage(this, new Uint8Array(nbytes));
+  }
+
+  release(storage: Storage): void {
+    const bytes = storage.handle as Uint8Array;
+    const n = bytes.byteLength;
+    if (n < POOL_MIN_BYTES || this.pooledBytes + n > POOL_MAX_BYTES || bytes.byteOffset !== 0 || bytes.buffer.byteLength !== n) return;
+    const list = this.pool.get(n) ?? [];
+    list.push(bytes);
+    this.pool.set(n, list);
+    this.pooledBytes += n;
   }
 
   upload(bytes: Uint8Array): Storage {

@@ -10,6 +10,7 @@ import { GatedMLP } from "../../nn/mlp.js";
 import { Module, ModuleList } from "../../nn/module.js";
 import { RotaryAttention, type RotaryAttentionOptions } from "../../nn/attention.js";
 import { add } from "../../tensor/ops.js";
+import { tidy } from "../../tensor/scope.js";
 import type { Tensor } from "../../tensor/tensor.js";
 import { computeInvFreq, ropeCosSin, type RopeTables } from "../../nn/rotary.js";
 import type { LayerKVCache } from "../cache_utils.js";
@@ -79,8 +80,10 @@ class LlamaDecoderLayer extends Module {
   }
 
   forward(x: Tensor, cos: Tensor, sin: Tensor, mask: Tensor | null, cache: LayerKVCache | null): Tensor {
-    const h = add(x, this.self_attn.forward(this.input_layernorm.forward(x), cos, sin, mask, cache));
-    return add(h, this.mlp.forward(this.post_attention_layernorm.forward(h)));
+    return tidy(() => {
+      const h = add(x, this.self_attn.forward(this.input_layernorm.forward(x), cos, sin, mask, cache));
+      return add(h, this.mlp.forward(this.post_attention_layernorm.forward(h)));
+    });
   }
 }
 

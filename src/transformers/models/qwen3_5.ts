@@ -19,6 +19,7 @@ import { computeInvFreq, ropeCosSin, type RopeTables } from "../../nn/rotary.js"
 import { fromBytes } from "../../tensor/creation.js";
 import { encode } from "../../tensor/host.js";
 import { add, applyRotary, exp, mul, neg, sigmoid, softplus } from "../../tensor/ops.js";
+import { keep } from "../../tensor/scope.js";
 import type { Tensor } from "../../tensor/tensor.js";
 import type { Device } from "../../devices/device.js";
 import type { KVCache, LayerKVCache } from "../cache_utils.js";
@@ -163,11 +164,11 @@ class Qwen3_5GatedDeltaNet extends Module {
     const k = repeat(qkv.narrow(2, this.keyDim, this.keyDim));
     const v = qkv.narrow(2, 2 * this.keyDim, this.valueDim).reshape(B, L, nv, dv);
     const beta = sigmoid(this.in_proj_b.forward(x));
-    const g = mul(neg(exp(this.A_log.value)), softplus(add(this.in_proj_a.forward(x), this.dt_bias.value)));
+    const g = mul(neg(exp(this.A_log.value.to("float32"))), softplus(add(this.in_proj_a.forward(x), this.dt_bias.value)));
     const rule = gatedDeltaRule(q, k, v, g, beta, state?.recurrent ?? null);
     if (state) {
-      state.conv = conv.state;
-      state.recurrent = rule.state;
+      state.conv = keep(conv.state);
+      state.recurrent = keep(rule.state);
     }
     const z = this.in_proj_z.forward(x).view(B, L, nv, dv);
     return this.out_proj.forward(this.norm.forward(rule.out, z).reshape(B, L, this.valueDim));

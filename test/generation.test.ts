@@ -1,0 +1,74 @@
+/**
+ * Generation options beyond greedy: logits processors (against transformers' semantics and
+ * outputs), seeded sampling, stop strings, EOS, streaming.
+ */
+import assert from "node:assert/strict";
+import * as path from "node:path";
+import { test } from "node:test";
+import { AutoModelForCausalLM, AutoTokenizer } from "../src/transformers/index.js";
+import { minPWarper, repetitionPenalty, temperatureWarper, topKWarper, topPWarper } from "../src/transformers/generation/logits_process.js";
+import { Random } from "../src/transformers/generation/rng.js";
+import { missing, readJson, STORIES } from "./helpers/shared.js";
+
+const row = (xs: number[]) => Float32Array.from(xs);
+
+test("logits processors follow transformers' definitions", () => {
+  const s = row([2, -1, 0.5, 3]);
+  repetitionPenalty(2)(s, [0, 1, 1]);
+  assert.deepEqual(Array.from(s), [1, -2, 0.5, 3]); // positive / penalty, negative * penalty, once per id
+  const t = row([2, -1]);
+  temperatureWarper(0.5)(t, []);
+  assert.deepEqual(Array.from(t), [4, -2]);
+  const k = row([1, 3, 3, 2, 0]);
+  topKWarper(2)(k, []);
+  assert.deepEqual(Array.from(k), [-Infinity, 3, 3, -Infinity, -Infinity]); // ties at the k-th value are kept
+  // probs of [ln 0.5, ln 0.3, ln 0.15, ln 0.05]: top-p 0.7 keeps 0.5 and 0.3 (mass 0.8 > 0.7).
+  const p = row([Math.log(0.5), Math.log(0.3), Math.log(0.15), Math.log(0.05)]);
+  topPWarper(0.7)(p, []);
+  assert.deepEqual(Array.from(p).map((x) => x === -Infinity), [false, false, true, true]);
+  const m = row([Math.log(0.5), Math.log(0.3), Math.log(0.15), Math.log(0.05)]);
+  minPWarper(0.4)(m, []); // threshold 0.4 * 0.5 = 0.2
+  assert.deepEqual(Array.from(m).map((x) => x === -Infinity), [false, false, true, true]);
+  assert.throws(() => temperatureWarper(0), /temperature must be a strictly positive number/);
+  assert.throws(() => topPWarper(1.5), /topP must be in \[0, 1\]/);
+});
+
+test("seeded sampling is reproducible and follows the distribution", () => {
+  const scores = row([Math.log(0.7), Math.log(0.2), Math.log(0.1)]);
+  const counts = [0, 0, 0];
+  const rng = new Random(42);
+  for (let i = 0; i < 20000; i++) counts[rng.sample(scores)]++;
+  assert.ok(Math.abs(counts[0] / 20000 - 0.7) < 0.02 && Math.abs(counts[2] / 20000 - 0.1) < 0.02, `counts ${counts}`);
+  const a = new Random(7), b = new Random(7);
+  assert.deepEqual(Array.from({ length: 5 }, () => a.next()), Array.from({ length: 5 }, () => b.next()));
+});
+
+test("stories260K: repetition penalty and stop strings match transformers; sampling, EOS, streaming", async (t) => {
+  const skip = missing(STORIES);
+  if (skip) return t.skip(skip);
+  const model = await AutoModelForCausalLM.fromPretrained(STORIES);
+  const tokenizer = await AutoTokenizer.fromPretrained(STORIES);
+  const prompt = tokenizer.encode("Once upon a time");
+  // References: transformers 5.18 generate(max_new_tokens=32, do_sample=False, repetition_penalty=1.3)
+  // and generate(max_new_tokens=64, do_sample=False, stop_strings=["Lily"], tokenizer=...).
+  const penalised = await model.generate(prompt, { maxNewTokens: 32, doSample: false, repetitionPenalty: 1.3 });
+  assert.deepEqual(penalised.slice(prompt.length), [432, 383, 286, 261, 376, 298, 315, 421, 395, 317, 426, 338, 401, 396, 267, 337, 410, 408, 419, 292, 411, 322, 265, 282, 295, 433, 335, 311, 374, 419, 426, 385]);
+  const stopped = await model.generate(prompt, { maxNewTokens: 64, doSample: false, stopStrings: ["Lily"], tokenizer });
+  assert.deepEqual(stopped.slice(prompt.length), [432, 383, 286, 261, 376, 298, 315, 421, 395, 317]);
+
+  const sample = (seed: number) => model.generate(prompt, { maxNewTokens: 24, doSample: true, temperature: 0.8, topK: 40, topP: 0.95, seed });
+  const s1 = await sample(1);
+  assert.deepEqual(await sample(1), s1);
+  assert.notDeepEqual(await sample(2), s1);
+  const greedyNew = readJson(path.join(STORIES, "expected.json")).generation[0].greedy_new_ids as number[];
+  const topK1 = await model.generate(prompt, { maxNewTokens: 16, doSample: true, topK: 1, seed: 3 });
+  assert.deepEqual(topK1.slice(prompt.length), greedyNew.slice(0, 16)); // top-k 1 sampling is greedy
+
+  const eos = greedyNew[5];
+  const early = await model.generate(prompt, { maxNewTokens: 64, eosTokenId: eos });
+  assert.deepEqual(early.slice(prompt.length), greedyNew.slice(0, greedyNew.indexOf(eos) + 1));
+
+  const steps: number[][] = [];
+  for await (const step of model.generateStream([prompt], { maxNewTokens: 6 })) steps.push(step);
+  assert.deepEqual(steps, greedyNew.slice(0, 6).map((t) => [t]));
+});
