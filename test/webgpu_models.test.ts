@@ -2,8 +2,8 @@
  * Every supported architecture on the webgpu device, against Hugging Face transformers' outputs:
  * stories260K (last-position logits within 1e-3, greedy continuations equal) and every tiny
  * fixture whose architecture tsorch supports (full logits within 1e-3, greedy ids of each row and
- * of the left-padded batch equal, dynamic and static caches). Also model.to("webgpu") and
- * `tsorch generate --device webgpu`.
+ * of the left-padded batch equal, dynamic and static caches). Also half-precision weights (against
+ * the cpu device), model.to("webgpu") and `tsorch generate --device webgpu`.
  */
 import assert from "node:assert/strict";
 import { execFile } from "node:child_process";
@@ -50,6 +50,21 @@ test("stories260K: model.to('webgpu') after loading on cpu gives the same logits
   const L = g.input_ids.length;
   const last = (await model.logits([g.input_ids]).narrow(1, L - 1, 1).data()) as Float32Array;
   assert.ok(maxAbsDiff(last, g.last_logits) < TOL, `max diff ${maxAbsDiff(last, g.last_logits)}`);
+});
+
+test("stories260K with float16 and bfloat16 weights on webgpu: weights stay as stored, logits equal the cpu's", async (t) => {
+  const skip = missing(STORIES);
+  if (skip) return t.skip(skip);
+  if (!(await webgpuOrSkip(t))) return;
+  const g = readJson(path.join(STORIES, "expected.json")).generation[0];
+  for (const dtype of ["float16", "bfloat16"]) {
+    const cpu = await AutoModelForCausalLM.fromPretrained(STORIES, { dtype });
+    const gpu = await AutoModelForCausalLM.fromPretrained(STORIES, { dtype, device: "webgpu" });
+    assert.equal(gpu.stateDict().get("model.layers.0.mlp.up_proj.weight")!.dtype, dtype);
+    const want = (await cpu.logits([g.input_ids]).data()) as Float32Array;
+    const got = (await gpu.logits([g.input_ids]).data()) as Float32Array;
+    assert.ok(maxAbsDiff(got, want) < 1e-4, `${dtype}: max diff ${maxAbsDiff(got, want)}`);
+  }
 });
 
 test("tsorch generate --device webgpu matches transformers' greedy ids", async (t) => {

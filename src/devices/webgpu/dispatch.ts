@@ -21,7 +21,8 @@ export interface Program {
 /** u32 words of each dispatch's parameter block. */
 export const PARAM_WORDS = 64;
 const SLOT_BYTES = 256;
-const MAX_BATCH = 512;
+/** Dispatches per submit: small enough that the GPU starts while the host records the rest of a step. */
+const MAX_BATCH = 64;
 /** GPUBufferUsage UNIFORM | COPY_DST, MAP_READ | COPY_DST. */
 const UNIFORM_USAGE = 0x40 | 0x08;
 const READBACK_USAGE = 0x01 | 0x08;
