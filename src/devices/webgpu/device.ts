@@ -125,6 +125,10 @@ async function loadDawn(): Promise<typeof import("webgpu")> {
 }
 
 async function requestAdapter(): Promise<GPUAdapter> {
+  // A runtime with WebGPU built in (browsers, Deno) needs no Dawn.
+  const builtin = (globalThis as { navigator?: { gpu?: GPU } }).navigator?.gpu;
+  const native = builtin && (await builtin.requestAdapter({ powerPreference: "high-performance" }));
+  if (native) return native;
   const dawn = await loadDawn();
   const gpu = dawn.create([]);
   gpus.push(gpu);
