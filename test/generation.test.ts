@@ -68,6 +68,21 @@ test("stories260K: repetition penalty and stop strings match transformers; sampl
   const early = await model.generate(prompt, { maxNewTokens: 64, eosTokenId: eos });
   assert.deepEqual(early.slice(prompt.length), greedyNew.slice(0, greedyNew.indexOf(eos) + 1));
 
+  const bad: [unknown, RegExp][] = [
+    [{ topP: 2, doSample: true }, /topP must be in \(0, 1\]/],
+    [{ topK: -1 }, /topK must be a non-negative integer/],
+    [{ temperature: 0, doSample: true }, /temperature must be a strictly positive number/],
+    [{ maxNewTokens: 1.5 }, /maxNewTokens must be a non-negative integer/],
+    [{ stopStrings: [""], tokenizer }, /stopStrings must be non-empty strings/],
+    [{ attentionMask: [[0, 0, 0, 0, 0]] }, /masks every token/],
+    [{ attentionMask: [[1, 1, 1, 1, 0]] }, /not left-padded/],
+    [{ attentionMask: [[1, 2, 1, 1, 1]] }, /only 0 and 1/],
+  ];
+  for (const [opts, re] of bad) assert.throws(() => model.generateStream([prompt], opts as never), re);
+  await assert.rejects(model.generate([1, 2.5]), /token id 2\.5 at \[0\]\[1\] is not an integer in \[0, 512\)/);
+  await assert.rejects(model.generate([1, 512]), /token id 512/);
+  await assert.rejects(AutoModelForCausalLM.fromPretrained(STORIES, { dtype: "int32" }), /not a weight dtype/);
+
   const steps: number[][] = [];
   for await (const step of model.generateStream([prompt], { maxNewTokens: 6 })) steps.push(step);
   assert.deepEqual(steps, greedyNew.slice(0, 6).map((t) => [t]));

@@ -26,6 +26,11 @@ test("views share storage; contiguous copies only when needed", async () => {
   assert.deepEqual(x.unsqueeze(-1).squeeze().shape, [2, 3, 4]);
   assert.deepEqual(await arr(T.tensor([1, 2, 3]).expand(2, 3)), [1, 2, 3, 1, 2, 3]);
   assert.deepEqual(x.view(6, -1).shape, [6, 4]);
+  assert.deepEqual(x.split(2, 2).map((t) => t.shape[2]), [2, 2]);
+  assert.deepEqual(x.chunk(2, 1).map((t) => t.shape[1]), [2, 1]);
+  assert.throws(() => x.split(0), /split size must be a positive integer/);
+  assert.throws(() => x.split(1.5), /split size must be a positive integer/);
+  assert.throws(() => x.chunk(-1), /chunk count must be a positive integer/);
   assert.throws(() => x.view(5, -1), /invalid for input of size 24/);
 });
 

@@ -19,7 +19,7 @@ export function parseFlags(argv: string[], options: Options): Record<string, str
   try {
     return parseArgs({ args, options, allowPositionals: false, strict: true }).values as Record<string, string | boolean | undefined>;
   } catch (e) {
-    throw new UsageError((e as Error).message);
+    throw new UsageError((e as Error).message.replace(/\s*\n\s*/g, " "));
   }
 }
 
@@ -34,8 +34,9 @@ export function numberFlag(values: Record<string, unknown>, name: string, intege
 
 /** "1,2,3" -> [[1,2,3]]; "1,2;3,4" -> two sequences. */
 export function parseIdLists(text: string): number[][] {
-  const rows = text.split(";").map((row) => row.split(",").map((s) => s.trim()).filter((s) => s !== "").map(Number));
-  if (rows.some((r) => r.length === 0 || r.some((x) => !Number.isInteger(x) || x < 0))) {
+  const fields = text.split(";").map((row) => row.split(",").map((s) => s.trim()));
+  const rows = fields.map((row) => row.map(Number));
+  if (fields.some((r) => r.some((s) => !/^\d+$/.test(s)))) {
     throw new UsageError(`--input-ids expects comma-separated non-negative integers (';' between sequences), got '${text}'`);
   }
   return rows;

@@ -108,8 +108,9 @@ export async function generateCommand(argv: string[]): Promise<void> {
   const stream = output === "text" && tokenizer && rows.length === 1
     ? new DecodeStream(tokenizer, { skipSpecialTokens: true })
     : undefined;
+  const steps = model.generateStream(ids, opts); // validates the options before anything is printed
   if (stream) process.stdout.write(stream.put(ids[0]));
-  for await (const step of model.generateStream(ids, opts)) {
+  for await (const step of steps) {
     step.forEach((t, b) => {
       if (finished[b]) return;
       fresh[b].push(t);

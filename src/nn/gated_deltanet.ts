@@ -9,7 +9,7 @@
  * agree to float32 rounding): exact, but a long prompt costs ~7 small ops per token per layer.
  */
 import { zeros } from "../tensor/creation.js";
-import { add, cat, exp, matmul, mul, rmsNorm, rsqrt, silu, sub, sum } from "../tensor/ops.js";
+import { add, cat, copyTo, exp, matmul, mul, rmsNorm, rsqrt, silu, sub, sum } from "../tensor/ops.js";
 import type { Tensor } from "../tensor/tensor.js";
 import { Module, type Parameter } from "./module.js";
 
@@ -26,7 +26,8 @@ export function causalConv1d(x: Tensor, weight: Tensor, state: Tensor | null): {
   const w = weight.view(C, K);
   let out = mul(padded.narrow(1, 0, L), w.select(1, 0));
   for (let i = 1; i < K; i++) out = add(out, mul(padded.narrow(1, i, L), w.select(1, i)));
-  return { out, state: padded.narrow(1, L, K - 1).contiguous() };
+  // A copy, so the state does not keep the whole padded input alive.
+  return { out, state: copyTo(padded.narrow(1, L, K - 1), "float32", x.device) };
 }
 
 /** x * rsqrt(sum(x^2) + eps) over the last dim (transformers' l2norm, as the FLA library). */

@@ -169,13 +169,16 @@ export class Tensor {
 
   /** Split `dim` into chunks of `size` (the last may be smaller). */
   split(size: number, dim = 0): Tensor[] {
+    if (!Number.isInteger(size) || size < 1) throw new RangeError(`split size must be a positive integer, got ${size}`);
     const d = normAxis(dim, this.ndim);
     const out: Tensor[] = [];
     for (let s = 0; s < this.shape[d]; s += size) out.push(this.slice(d, s, s + size));
     return out;
   }
 
+  /** Split `dim` into `chunks` nearly equal parts (torch.chunk). */
   chunk(chunks: number, dim = 0): Tensor[] {
+    if (!Number.isInteger(chunks) || chunks < 1) throw new RangeError(`chunk count must be a positive integer, got ${chunks}`);
     return this.split(Math.ceil(this.shape[normAxis(dim, this.ndim)] / chunks), dim);
   }
 

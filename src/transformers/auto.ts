@@ -4,7 +4,7 @@
  */
 import { openDevice } from "../devices/registry.js";
 import { loadCheckpoint, loadConfig, loadGenerationConfig, resolveModel } from "../hub/index.js";
-import { parseDType, type DType } from "../tensor/dtype.js";
+import { isFloating, parseDType, type DType } from "../tensor/dtype.js";
 import type { PreTrainedModel } from "./modeling_utils.js";
 import { causalLMClass } from "./models/index.js";
 
@@ -27,6 +27,7 @@ export class AutoModelForCausalLM {
    */
   static async fromPretrained(pathOrId: string, opts: FromPretrainedOptions = {}): Promise<PreTrainedModel> {
     const dtype = opts.dtype === undefined || opts.dtype === "auto" ? undefined : parseDType(opts.dtype);
+    if (dtype && !isFloating(dtype)) throw new Error(`dtype '${opts.dtype}' is not a weight dtype; use float32, bfloat16, float16 or auto`);
     const device = await openDevice(opts.device ?? "cpu");
     const dir = await resolveModel(pathOrId, { revision: opts.revision, cacheDir: opts.cacheDir, progress: opts.progress });
     const config = await loadConfig(dir);

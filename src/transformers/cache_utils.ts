@@ -2,8 +2,8 @@
  * KV caches (transformers' cache_utils.py). Each attention layer stores keys and values in a
  * preallocated buffer [B, Hkv, capacity, D] and attends to the filled prefix as a strided view, so
  * a decode step writes one position and copies nothing else.
- * - "dynamic" (DynamicCache): the first buffer holds maxCacheLen positions when that is known (generate
- *   knows prompt + maxNewTokens), and capacity doubles whenever the sequence outgrows it.
+ * - "dynamic" (DynamicCache): the first buffer holds the prompt plus up to 1024 positions (no more than
+ *   maxCacheLen, which generate knows: prompt + maxNewTokens), and capacity doubles when outgrown.
  * - "static" (StaticCache): capacity is fixed at construction (maxCacheLen); shapes never change.
  * A sliding-window attention layer keeps only its window, in a buffer of at most twice the window.
  */
@@ -13,6 +13,9 @@ import type { Tensor } from "../tensor/tensor.js";
 import { LinearAttentionState } from "./cache_linear_attention.js";
 
 export type CacheImplementation = "dynamic" | "static";
+
+/** Positions a dynamic cache's first buffer holds beyond the prompt (capped by maxCacheLen). */
+const FIRST_HEADROOM = 1024;
 
 /**
  * Keys/values of one attention layer. A sliding-window layer (`window` > 0 in update, the same on
@@ -54,7 +57,8 @@ export class LayerKVCache {
       else if (this.kind === "static" && this.keys) {
         throw new RangeError(`static KV cache overflow: ${need} positions needed, max_cache_len is ${capacity}`);
       } else {
-        const wanted = this.kind === "static" || capacity === 0 ? Math.max(this.maxCacheLen, need) : Math.max(need, 2 * capacity, 16);
+        const wanted = this.kind === "static" ? Math.max(this.maxCacheLen, need)
+          : capacity === 0 ? Math.max(need, Math.min(this.maxCacheLen, need + FIRST_HEADROOM)) : Math.max(need, 2 * capacity, 16);
         this.reallocate(k, v, window > 0 ? Math.max(need, Math.min(wanted, 2 * window)) : wanted);
       }
     }

@@ -87,9 +87,8 @@ export abstract class PreTrainedModel extends Module {
       const key = weights.has(name) ? name : tied[name];
       let t = loaded.get(key);
       if (!t) {
-        t = fromBytes(raw.bytes, raw.dtype as DType, raw.shape, "cpu");
-        if (dtype && isFloating(t.dtype) && t.dtype !== dtype) t = t.to(dtype);
-        if (device.type !== "cpu") t = t.to(device);
+        if (!isFloating(raw.dtype)) throw new WeightLoadError(`weight '${key}' is stored as ${raw.dtype}; ${this.constructor.name} expects a floating dtype (float32, float16 or bfloat16)`);
+        t = fromBytes(raw.bytes, raw.dtype, raw.shape, "cpu").to(device, dtype ?? raw.dtype);
         loaded.set(key, t);
       }
       try {
@@ -120,6 +119,16 @@ export abstract class PreTrainedModel extends Module {
     return generateStream(this, this.generationConfig, inputIds, opts);
   }
 
+  /** Throw a RangeError naming the first id that is not an integer in [0, vocab_size). */
+  checkIds(ids: number[][]): void {
+    const vocab = typeof this.config.vocab_size === "number" ? this.config.vocab_size : Infinity;
+    ids.forEach((row, b) => row.forEach((id, i) => {
+      if (!Number.isInteger(id) || id < 0 || id >= vocab) {
+        throw new RangeError(`token id ${JSON.stringify(id)} at [${b}][${i}] is not an integer in [0, ${vocab}) (the model's vocab_size)`);
+      }
+    }));
+  }
+
   /** Upload host token ids [B][L] as an int64 tensor on the model's device. */
   idsTensor(ids: number[][]): Tensor {
     const B = ids.length, L = ids[0]?.length ?? 0;
@@ -131,6 +140,7 @@ export abstract class PreTrainedModel extends Module {
    * attentionMask) -> float32 [B, L, vocab]. Positions follow transformers: cumsum(mask) - 1.
    */
   logits(ids: number[][], attentionMask?: number[][]): Tensor {
+    this.checkIds(ids);
     return this.forward({
       inputIds: this.idsTensor(ids),
       positionIds: positionsFromMask(attentionMask ?? ids.map((r) => r.map(() => 1)), 0),

@@ -10,9 +10,15 @@ export const STORIES = path.join(SHARED, "models/stories260K");
 export const TINY = path.join(SHARED, "fixtures/tiny");
 export const CLI = path.join(ROOT, "dist/src/cli/main.js");
 
-/** Why a test that needs `dir` must skip, or undefined when it is there. */
+/**
+ * Why a test that needs `dir` must skip, or undefined when it is there. In CI (CI=true) the
+ * fixtures must be present, so a missing folder throws instead of skipping.
+ */
 export function missing(dir: string): string | undefined {
-  return existsSync(dir) ? undefined : `../shared is absent: ${dir} not found (fixtures live in ../shared beside the project)`;
+  if (existsSync(dir)) return undefined;
+  const why = `../shared is absent: ${dir} not found (fixtures live in ../shared beside the project)`;
+  if (process.env.CI === "true") throw new Error(`${why}; CI must run with ../shared`);
+  return why;
 }
 
 export function readJson<T = any>(file: string): T {

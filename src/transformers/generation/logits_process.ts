@@ -48,18 +48,28 @@ function softmaxOf(scores: Float32Array): Float64Array {
 }
 
 /** TopPLogitsWarper: keep the smallest set of top tokens whose probability mass exceeds topP
- * (scanning ascending, drop tokens while the cumulative mass is <= 1 - topP); at least one kept. */
+ * (scanning ascending, drop tokens while the cumulative mass is <= 1 - topP); at least one kept.
+ * Tokens tied with the smallest kept score are all kept. */
 export function topPWarper(topP: number): LogitsProcessor {
   if (!(topP >= 0 && topP <= 1)) throw new RangeError(`topP must be in [0, 1], got ${topP}`);
   return (scores) => {
-    const p = softmaxOf(scores);
-    const order = Array.from(scores.keys()).sort((a, b) => scores[a] - scores[b] || a - b);
-    let cum = 0;
-    for (let r = 0; r < order.length - 1; r++) {
-      cum += p[order[r]];
-      if (cum > 1 - topP) break;
-      scores[order[r]] = -Infinity;
+    const finite = new Float32Array(scores.length);
+    let n = 0;
+    for (const s of scores) if (s > -Infinity) finite[n++] = s;
+    if (n === 0) return;
+    const sorted = finite.subarray(0, n).sort(); // ascending, native numeric sort
+    const max = sorted[n - 1];
+    let z = 0;
+    for (let r = 0; r < n; r++) z += Math.exp(sorted[r] - max);
+    let cum = 0, cutoff = max;
+    for (let r = 0; r < n - 1; r++) {
+      cum += Math.exp(sorted[r] - max) / z;
+      if (cum > 1 - topP) {
+        cutoff = sorted[r];
+        break;
+      }
     }
+    for (let i = 0; i < scores.length; i++) if (scores[i] < cutoff) scores[i] = -Infinity;
   };
 }
 

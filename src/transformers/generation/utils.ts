@@ -52,6 +52,12 @@ function settings(model: PreTrainedModel, gen: Record<string, unknown>, o: Gener
     eos, pad, stopStrings: o.stopStrings ?? [],
   };
   if (!Number.isInteger(s.maxNewTokens) || s.maxNewTokens < 0) throw new RangeError(`maxNewTokens must be a non-negative integer, got ${s.maxNewTokens}`);
+  if (!Number.isInteger(s.topK) || s.topK < 0) throw new RangeError(`topK must be a non-negative integer (0 = off), got ${s.topK}`);
+  if (!(s.topP > 0 && s.topP <= 1)) throw new RangeError(`topP must be in (0, 1], got ${s.topP}`);
+  if (!(s.minP >= 0 && s.minP <= 1)) throw new RangeError(`minP must be in [0, 1], got ${s.minP}`);
+  if (!(s.temperature > 0)) throw new RangeError(`temperature must be a strictly positive number, got ${s.temperature}`);
+  if (!(s.repetitionPenalty > 0)) throw new RangeError(`repetitionPenalty must be a positive number, got ${s.repetitionPenalty}`);
+  if (s.stopStrings.some((st) => typeof st !== "string" || st === "")) throw new RangeError("stopStrings must be non-empty strings");
   if (s.stopStrings.length && !o.tokenizer) throw new Error("stopStrings needs a tokenizer: pass { tokenizer } to generate");
   return s;
 }
@@ -74,16 +80,29 @@ function processors(s: Settings): LogitsProcessor[] {
  * (the pad id for rows that already finished). Throws when the prompt is longer than the model's
  * max_position_embeddings; stops early when the context is full.
  */
-export async function* generateStream(model: PreTrainedModel, generationConfig: Record<string, unknown>, inputIds: number[][], o: GenerationOptions = {}): AsyncGenerator<number[]> {
+export function generateStream(model: PreTrainedModel, generationConfig: Record<string, unknown>, inputIds: number[][], o: GenerationOptions = {}): AsyncGenerator<number[]> {
+  // Validate eagerly, so bad arguments throw at the call rather than at the first step.
   const s = settings(model, generationConfig, o);
   const B = inputIds.length;
   if (B === 0) throw new RangeError("generate: no input sequences");
   const L = inputIds[0].length;
   if (L === 0) throw new RangeError("generate: empty prompt (pass at least one token, e.g. the BOS id)");
   if (inputIds.some((r) => r.length !== L)) throw new RangeError("generate: prompts have different lengths; left-pad them and pass attentionMask");
+  model.checkIds(inputIds);
   const mask = (o.attentionMask ?? inputIds.map((r) => r.map(() => 1))).map((r) => [...r]);
   if (mask.length !== B || mask.some((r) => r.length !== L)) throw new RangeError("generate: attentionMask must have the shape of inputIds");
+  mask.forEach((r, b) => {
+    if (r.some((m) => m !== 0 && m !== 1)) throw new RangeError(`generate: attentionMask row ${b} must hold only 0 and 1`);
+    const first = r.indexOf(1);
+    if (first < 0) throw new RangeError(`generate: attentionMask row ${b} masks every token`);
+    if (r.indexOf(0, first) >= 0) throw new RangeError(`generate: attentionMask row ${b} is not left-padded (a 0 follows a 1); pad prompts on the left`);
+  });
   if (L > model.maxPositions) throw new RangeError(`prompt has ${L} tokens, longer than the model's max_position_embeddings (${model.maxPositions})`);
+  return decode(model, s, inputIds, mask, o);
+}
+
+async function* decode(model: PreTrainedModel, s: Settings, inputIds: number[][], mask: number[][], o: GenerationOptions): AsyncGenerator<number[]> {
+  const B = inputIds.length, L = inputIds[0].length;
   const steps = Math.min(s.maxNewTokens, model.maxPositions - L);
   if (steps === 0) return;
 
