@@ -111,12 +111,6 @@ function closePer(actual: ArrayLike<number>, expected: ArrayLike<number>, tol: A
       assert.fail(`${what}: element ${i}: got ${actual[i]}, expected ${expected[i]} (tolerance ${tol[i]})`);
 }
 
-const contiguous = (shape: number[]) => {
-  const s = new Array<number>(shape.length);
-  let acc = 1;
-  for (let d = shape.length - 1; d >= 0; d--) (s[d] = acc), (acc *= shape[d]);
-  return s;
-};
 
 /** Calls f(offsetA, offsetB, ..., linearIndex) for every index of `shape`. */
 function forEachIndex(shape: number[], strides: number[][], f: (offs: number[], lin: number) => void) {

@@ -7,16 +7,15 @@
  *   -> norm -> lm_head
  */
 import { RotaryAttention } from "../../nn/attention.js";
-import { Embedding, Linear, RMSNorm } from "../../nn/layers.js";
+import { Embedding, RMSNorm } from "../../nn/layers.js";
 import { GatedMLP } from "../../nn/mlp.js";
-import { Module, ModuleList } from "../../nn/module.js";
-import { ropeCosSin } from "../../nn/rotary.js";
+import { Module } from "../../nn/module.js";
 import { decode, encode } from "../../tensor/host.js";
 import { add, mul } from "../../tensor/ops.js";
 import type { Tensor } from "../../tensor/tensor.js";
 import type { LayerKVCache } from "../cache_utils.js";
 import { bool, ConfigError, withDefaults, type RawConfig } from "../configuration.js";
-import { PreTrainedModel, paddingMask, type CausalLMInputs } from "../modeling_utils.js";
+import { DecoderLM, DecoderModel } from "../decoder_lm.js";
 import { LlamaConfig } from "./llama.js";
 
 // ------------------------------------------------------------------ config
@@ -86,48 +85,15 @@ class GemmaDecoderLayer extends Module {
   }
 }
 
-class GemmaModel extends Module {
-  readonly embed_tokens: GemmaTextScaledWordEmbedding;
-  readonly layers: ModuleList<GemmaDecoderLayer>;
-  readonly norm: GemmaRMSNorm;
-  constructor(c: GemmaConfig) {
-    super();
-    this.embed_tokens = this.module("embed_tokens", new GemmaTextScaledWordEmbedding(c.vocabSize, c.hiddenSize, c.hiddenSize ** 0.5));
-    this.layers = this.module("layers", new ModuleList(Array.from({ length: c.numHiddenLayers }, (_, i) => new GemmaDecoderLayer(c, i))));
-    this.norm = this.module("norm", new GemmaRMSNorm(c.hiddenSize, c.rmsNormEps));
-  }
-}
-
 // ------------------------------------------------------------------ causal LM
 
 /** GemmaForCausalLM: forward(inputs) -> float32 logits [B, L', vocab]. */
-export class GemmaForCausalLM extends PreTrainedModel {
-  readonly c: GemmaConfig;
-  readonly model: GemmaModel;
-  readonly lm_head: Linear;
-
-  constructor(raw: RawConfig) {
-    super(raw);
-    this.c = new GemmaConfig(raw);
-    this.model = this.module("model", new GemmaModel(this.c));
-    this.lm_head = this.module("lm_head", new Linear(this.c.hiddenSize, this.c.vocabSize, false));
-  }
-
-  get numLayers(): number { return this.c.numHiddenLayers; }
-  get maxPositions(): number { return this.c.maxPositionEmbeddings; }
-  protected override tiedWeights(): Record<string, string> {
-    return this.c.tieWordEmbeddings ? { "lm_head.weight": "model.embed_tokens.weight" } : {};
-  }
-
-  forward({ inputIds, positionIds, attentionMask, cache, logitsToKeep = 0 }: CausalLMInputs): Tensor {
-    const { cos, sin } = ropeCosSin(this.c.rope, positionIds, this.device);
-    const mask = paddingMask(attentionMask, this.device);
-    let x = this.model.embed_tokens.forward(inputIds);
-    this.model.layers.items.forEach((layer, i) => {
-      x = layer.forward(x, cos, sin, mask, cache?.layers[i] ?? null);
-    });
-    const L = x.shape[1];
-    if (logitsToKeep > 0 && logitsToKeep < L) x = x.narrow(1, L - logitsToKeep, logitsToKeep);
-    return this.lm_head.forward(this.model.norm.forward(x));
+export class GemmaForCausalLM extends DecoderLM<GemmaConfig, GemmaDecoderLayer> {
+  constructor(raw: RawConfig, c: GemmaConfig = new GemmaConfig(raw)) {
+    super(raw, c, new DecoderModel(
+      new GemmaTextScaledWordEmbedding(c.vocabSize, c.hiddenSize, c.hiddenSize ** 0.5),
+      Array.from({ length: c.numHiddenLayers }, (_, i) => new GemmaDecoderLayer(c, i)),
+      new GemmaRMSNorm(c.hiddenSize, c.rmsNormEps),
+    ));
   }
 }

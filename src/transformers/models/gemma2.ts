@@ -9,15 +9,14 @@
  *   x + post_feedforward_layernorm(mlp(pre_feedforward_layernorm(x)))] -> norm -> lm_head -> softcap
  */
 import { RotaryAttention, type RotaryAttentionOptions } from "../../nn/attention.js";
-import { Linear } from "../../nn/layers.js";
 import { GatedMLP } from "../../nn/mlp.js";
-import { Module, ModuleList } from "../../nn/module.js";
-import { ropeCosSin, type RopeTables } from "../../nn/rotary.js";
+import { Module } from "../../nn/module.js";
+import type { RopeTables } from "../../nn/rotary.js";
 import { add, div, mul, tanh } from "../../tensor/ops.js";
 import type { Tensor } from "../../tensor/tensor.js";
 import type { LayerKVCache } from "../cache_utils.js";
 import { ConfigError, num, str, withDefaults, type RawConfig } from "../configuration.js";
-import { PreTrainedModel, paddingMask, type CausalLMInputs } from "../modeling_utils.js";
+import { DecoderLM, DecoderModel } from "../decoder_lm.js";
 import { assertCausal, GemmaRMSNorm, GemmaTextScaledWordEmbedding } from "./gemma.js";
 import { LlamaConfig } from "./llama.js";
 
@@ -101,18 +100,6 @@ export class Gemma2DecoderLayer extends Module {
   }
 }
 
-class Gemma2Model extends Module {
-  readonly embed_tokens: GemmaTextScaledWordEmbedding;
-  readonly layers: ModuleList<Gemma2DecoderLayer>;
-  readonly norm: GemmaRMSNorm;
-  constructor(c: Gemma2Config) {
-    super();
-    this.embed_tokens = this.module("embed_tokens", new GemmaTextScaledWordEmbedding(c.vocabSize, c.hiddenSize, c.hiddenSize ** 0.5));
-    this.layers = this.module("layers", new ModuleList(Array.from({ length: c.numHiddenLayers }, (_, i) => new Gemma2DecoderLayer(c, i))));
-    this.norm = this.module("norm", new GemmaRMSNorm(c.hiddenSize, c.rmsNormEps));
-  }
-}
-
 /** cap * tanh(x / cap): Gemma 2's logit soft-capping. */
 function softcap(x: Tensor, cap: number): Tensor {
   return mul(tanh(div(x, cap)), cap);
@@ -121,40 +108,21 @@ function softcap(x: Tensor, cap: number): Tensor {
 // ------------------------------------------------------------------ causal LM
 
 /** Gemma2ForCausalLM: forward(inputs) -> float32 soft-capped logits [B, L', vocab]. */
-export class Gemma2ForCausalLM extends PreTrainedModel {
-  readonly c: Gemma2Config;
-  readonly model: Gemma2Model;
-  readonly lm_head: Linear;
-
-  /** `config`: the parsed config (Gemma 3 passes its Gemma2Config subclass). */
-  constructor(raw: RawConfig, config: Gemma2Config = new Gemma2Config(raw)) {
-    super(raw);
-    this.c = config;
-    this.model = this.module("model", new Gemma2Model(this.c));
-    this.lm_head = this.module("lm_head", new Linear(this.c.hiddenSize, this.c.vocabSize, false));
+export class Gemma2ForCausalLM extends DecoderLM<Gemma2Config, Gemma2DecoderLayer> {
+  /** `c`: the parsed config (Gemma 3 passes its Gemma2Config subclass). */
+  constructor(raw: RawConfig, c: Gemma2Config = new Gemma2Config(raw)) {
+    super(raw, c, new DecoderModel(
+      new GemmaTextScaledWordEmbedding(c.vocabSize, c.hiddenSize, c.hiddenSize ** 0.5),
+      Array.from({ length: c.numHiddenLayers }, (_, i) => new Gemma2DecoderLayer(c, i)),
+      new GemmaRMSNorm(c.hiddenSize, c.rmsNormEps),
+    ));
   }
 
-  get numLayers(): number { return this.c.numHiddenLayers; }
-  get maxPositions(): number { return this.c.maxPositionEmbeddings; }
-  protected override tiedWeights(): Record<string, string> {
-    return this.c.tieWordEmbeddings ? { "lm_head.weight": "model.embed_tokens.weight" } : {};
+  protected override ropeFor(layer: number): RopeTables {
+    return this.c.ropeFor(this.c.layerTypes[layer]);
   }
 
-  forward({ inputIds, positionIds, attentionMask, cache, logitsToKeep = 0 }: CausalLMInputs): Tensor {
-    const tables = new Map<RopeTables, { cos: Tensor; sin: Tensor }>();
-    for (const type of new Set(this.c.layerTypes)) {
-      const rope = this.c.ropeFor(type);
-      if (!tables.has(rope)) tables.set(rope, ropeCosSin(rope, positionIds, this.device));
-    }
-    const mask = paddingMask(attentionMask, this.device);
-    let x = this.model.embed_tokens.forward(inputIds);
-    this.model.layers.items.forEach((layer, i) => {
-      const { cos, sin } = tables.get(this.c.ropeFor(this.c.layerTypes[i]))!;
-      x = layer.forward(x, cos, sin, mask, cache?.layers[i] ?? null);
-    });
-    const L = x.shape[1];
-    if (logitsToKeep > 0 && logitsToKeep < L) x = x.narrow(1, L - logitsToKeep, logitsToKeep);
-    const logits = this.lm_head.forward(this.model.norm.forward(x));
+  protected override finalLogits(logits: Tensor): Tensor {
     return this.c.finalLogitSoftcapping ? softcap(logits, this.c.finalLogitSoftcapping) : logits;
   }
 }

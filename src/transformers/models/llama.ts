@@ -5,17 +5,16 @@
  *   embed_tokens -> N x [x + attn(input_layernorm(x)); x + mlp(post_attention_layernorm(x))]
  *   -> norm -> lm_head
  */
-import { Embedding, Linear, RMSNorm } from "../../nn/layers.js";
+import { Embedding, RMSNorm } from "../../nn/layers.js";
 import { GatedMLP } from "../../nn/mlp.js";
-import { Module, ModuleList } from "../../nn/module.js";
+import { Module } from "../../nn/module.js";
 import { RotaryAttention, type RotaryAttentionOptions } from "../../nn/attention.js";
 import { add } from "../../tensor/ops.js";
-import { tidy } from "../../tensor/scope.js";
 import type { Tensor } from "../../tensor/tensor.js";
-import { computeInvFreq, ropeCosSin, type RopeTables } from "../../nn/rotary.js";
+import { computeInvFreq, type RopeTables } from "../../nn/rotary.js";
 import type { LayerKVCache } from "../cache_utils.js";
 import { bool, num, ropeParameters, str, type RawConfig } from "../configuration.js";
-import { PreTrainedModel, paddingMask, type CausalLMInputs } from "../modeling_utils.js";
+import { DecoderLM, DecoderModel } from "../decoder_lm.js";
 
 // ------------------------------------------------------------------ config
 
@@ -80,56 +79,21 @@ class LlamaDecoderLayer extends Module {
   }
 
   forward(x: Tensor, cos: Tensor, sin: Tensor, mask: Tensor | null, cache: LayerKVCache | null): Tensor {
-    return tidy(() => {
-      const h = add(x, this.self_attn.forward(this.input_layernorm.forward(x), cos, sin, mask, cache));
-      return add(h, this.mlp.forward(this.post_attention_layernorm.forward(h)));
-    });
-  }
-}
-
-class LlamaModel extends Module {
-  readonly embed_tokens: Embedding;
-  readonly layers: ModuleList<LlamaDecoderLayer>;
-  readonly norm: RMSNorm;
-  constructor(c: LlamaConfig) {
-    super();
-    this.embed_tokens = this.module("embed_tokens", new Embedding(c.vocabSize, c.hiddenSize));
-    this.layers = this.module("layers", new ModuleList(Array.from({ length: c.numHiddenLayers }, (_, i) => new LlamaDecoderLayer(c, i))));
-    this.norm = this.module("norm", new RMSNorm(c.hiddenSize, c.rmsNormEps));
+    const h = add(x, this.self_attn.forward(this.input_layernorm.forward(x), cos, sin, mask, cache));
+    return add(h, this.mlp.forward(this.post_attention_layernorm.forward(h)));
   }
 }
 
 // ------------------------------------------------------------------ causal LM
 
-export class LlamaForCausalLM extends PreTrainedModel {
-  readonly c: LlamaConfig;
-  readonly model: LlamaModel;
-  readonly lm_head: Linear;
-
+export class LlamaForCausalLM extends DecoderLM<LlamaConfig, LlamaDecoderLayer> {
   /** `config`: the parsed config (derived families pass their own LlamaConfig subclass). */
-  constructor(raw: RawConfig, config: LlamaConfig = new LlamaConfig(raw)) {
-    super(raw);
-    this.c = config;
-    this.model = this.module("model", new LlamaModel(this.c));
-    this.lm_head = this.module("lm_head", new Linear(this.c.hiddenSize, this.c.vocabSize, false));
-  }
-
-  get numLayers(): number { return this.c.numHiddenLayers; }
-  get maxPositions(): number { return this.c.maxPositionEmbeddings; }
-  protected override tiedWeights(): Record<string, string> {
-    return this.c.tieWordEmbeddings ? { "lm_head.weight": "model.embed_tokens.weight" } : {};
-  }
-
-  forward({ inputIds, positionIds, attentionMask, cache, logitsToKeep = 0 }: CausalLMInputs): Tensor {
-    const { cos, sin } = ropeCosSin(this.c.rope, positionIds, this.device);
-    const mask = paddingMask(attentionMask, this.device);
-    let x = this.model.embed_tokens.forward(inputIds);
-    this.model.layers.items.forEach((layer, i) => {
-      x = layer.forward(x, cos, sin, mask, cache?.layers[i] ?? null);
-    });
-    const L = x.shape[1];
-    if (logitsToKeep > 0 && logitsToKeep < L) x = x.narrow(1, L - logitsToKeep, logitsToKeep);
-    return this.lm_head.forward(this.model.norm.forward(x));
+  constructor(raw: RawConfig, c: LlamaConfig = new LlamaConfig(raw)) {
+    super(raw, c, new DecoderModel(
+      new Embedding(c.vocabSize, c.hiddenSize),
+      Array.from({ length: c.numHiddenLayers }, (_, i) => new LlamaDecoderLayer(c, i)),
+      new RMSNorm(c.hiddenSize, c.rmsNormEps),
+    ));
   }
 }
 

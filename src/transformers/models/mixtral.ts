@@ -8,15 +8,14 @@
  * block_sparse_moe: router `gate`, then experts.N.{w1 (gate), w3 (up), w2 (down)} (nn/moe.ts).
  */
 import { Embedding, Linear, RMSNorm } from "../../nn/layers.js";
-import { Module, ModuleList } from "../../nn/module.js";
+import { Module } from "../../nn/module.js";
 import { RotaryAttention } from "../../nn/attention.js";
 import { SparseMoeBlock } from "../../nn/moe.js";
-import { ropeCosSin } from "../../nn/rotary.js";
 import { add } from "../../tensor/ops.js";
 import type { Tensor } from "../../tensor/tensor.js";
 import type { LayerKVCache } from "../cache_utils.js";
 import { num, type RawConfig } from "../configuration.js";
-import { PreTrainedModel, paddingMask, type CausalLMInputs } from "../modeling_utils.js";
+import { DecoderLM, DecoderModel } from "../decoder_lm.js";
 import { LlamaConfig } from "./llama.js";
 
 // ------------------------------------------------------------------ config
@@ -79,47 +78,14 @@ class MixtralDecoderLayer extends Module {
   }
 }
 
-class MixtralModel extends Module {
-  readonly embed_tokens: Embedding;
-  readonly layers: ModuleList<MixtralDecoderLayer>;
-  readonly norm: RMSNorm;
-  constructor(c: MixtralConfig) {
-    super();
-    this.embed_tokens = this.module("embed_tokens", new Embedding(c.vocabSize, c.hiddenSize));
-    this.layers = this.module("layers", new ModuleList(Array.from({ length: c.numHiddenLayers }, (_, i) => new MixtralDecoderLayer(c, i))));
-    this.norm = this.module("norm", new RMSNorm(c.hiddenSize, c.rmsNormEps));
-  }
-}
-
 // ------------------------------------------------------------------ causal LM
 
-export class MixtralForCausalLM extends PreTrainedModel {
-  readonly c: MixtralConfig;
-  readonly model: MixtralModel;
-  readonly lm_head: Linear;
-
-  constructor(raw: RawConfig) {
-    super(raw);
-    this.c = new MixtralConfig(raw);
-    this.model = this.module("model", new MixtralModel(this.c));
-    this.lm_head = this.module("lm_head", new Linear(this.c.hiddenSize, this.c.vocabSize, false));
-  }
-
-  get numLayers(): number { return this.c.numHiddenLayers; }
-  get maxPositions(): number { return this.c.maxPositionEmbeddings; }
-  protected override tiedWeights(): Record<string, string> {
-    return this.c.tieWordEmbeddings ? { "lm_head.weight": "model.embed_tokens.weight" } : {};
-  }
-
-  forward({ inputIds, positionIds, attentionMask, cache, logitsToKeep = 0 }: CausalLMInputs): Tensor {
-    const { cos, sin } = ropeCosSin(this.c.rope, positionIds, this.device);
-    const mask = paddingMask(attentionMask, this.device);
-    let x = this.model.embed_tokens.forward(inputIds);
-    this.model.layers.items.forEach((layer, i) => {
-      x = layer.forward(x, cos, sin, mask, cache?.layers[i] ?? null);
-    });
-    const L = x.shape[1];
-    if (logitsToKeep > 0 && logitsToKeep < L) x = x.narrow(1, L - logitsToKeep, logitsToKeep);
-    return this.lm_head.forward(this.model.norm.forward(x));
+export class MixtralForCausalLM extends DecoderLM<MixtralConfig, MixtralDecoderLayer> {
+  constructor(raw: RawConfig, c: MixtralConfig = new MixtralConfig(raw)) {
+    super(raw, c, new DecoderModel(
+      new Embedding(c.vocabSize, c.hiddenSize),
+      Array.from({ length: c.numHiddenLayers }, (_, i) => new MixtralDecoderLayer(c, i)),
+      new RMSNorm(c.hiddenSize, c.rmsNormEps),
+    ));
   }
 }

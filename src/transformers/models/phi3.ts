@@ -10,13 +10,13 @@
 import { activation, type Activation } from "../../nn/activations.js";
 import { causalAttention } from "../../nn/attention.js";
 import { Embedding, Linear, RMSNorm } from "../../nn/layers.js";
-import { Module, ModuleList } from "../../nn/module.js";
-import { computeInvFreq, ropeCosSin, type RopeTables } from "../../nn/rotary.js";
+import { Module } from "../../nn/module.js";
+import { computeInvFreq, type RopeTables } from "../../nn/rotary.js";
 import { add, applyRotary, mul } from "../../tensor/ops.js";
 import type { Tensor } from "../../tensor/tensor.js";
 import type { LayerKVCache } from "../cache_utils.js";
 import { bool, num, ropeParameters, str, type RawConfig } from "../configuration.js";
-import { PreTrainedModel, paddingMask, type CausalLMInputs } from "../modeling_utils.js";
+import { DecoderLM, DecoderModel } from "../decoder_lm.js";
 
 // ------------------------------------------------------------------ config
 
@@ -122,50 +122,18 @@ class Phi3DecoderLayer extends Module {
   }
 }
 
-class Phi3Model extends Module {
-  readonly embed_tokens: Embedding;
-  readonly layers: ModuleList<Phi3DecoderLayer>;
-  readonly norm: RMSNorm;
-  constructor(c: Phi3Config) {
-    super();
-    this.embed_tokens = this.module("embed_tokens", new Embedding(c.vocabSize, c.hiddenSize));
-    this.layers = this.module("layers", new ModuleList(Array.from({ length: c.numHiddenLayers }, () => new Phi3DecoderLayer(c))));
-    this.norm = this.module("norm", new RMSNorm(c.hiddenSize, c.rmsNormEps));
-  }
-}
-
 // ------------------------------------------------------------------ causal LM
 
-export class Phi3ForCausalLM extends PreTrainedModel {
-  readonly c: Phi3Config;
-  readonly model: Phi3Model;
-  readonly lm_head: Linear;
-
-  constructor(raw: RawConfig) {
-    super(raw);
-    this.c = new Phi3Config(raw);
-    this.model = this.module("model", new Phi3Model(this.c));
-    this.lm_head = this.module("lm_head", new Linear(this.c.hiddenSize, this.c.vocabSize, false));
+export class Phi3ForCausalLM extends DecoderLM<Phi3Config, Phi3DecoderLayer> {
+  constructor(raw: RawConfig, c: Phi3Config = new Phi3Config(raw)) {
+    super(raw, c, new DecoderModel(
+      new Embedding(c.vocabSize, c.hiddenSize),
+      Array.from({ length: c.numHiddenLayers }, () => new Phi3DecoderLayer(c)),
+      new RMSNorm(c.hiddenSize, c.rmsNormEps),
+    ));
   }
 
-  get numLayers(): number { return this.c.numHiddenLayers; }
-  get maxPositions(): number { return this.c.maxPositionEmbeddings; }
   override cacheRecomputeLength(): number | undefined {
     return this.c.rope.long ? this.c.originalMaxPositionEmbeddings : undefined;
-  }
-  protected override tiedWeights(): Record<string, string> {
-    return this.c.tieWordEmbeddings ? { "lm_head.weight": "model.embed_tokens.weight" } : {};
-  }
-
-  forward({ inputIds, positionIds, attentionMask, cache, logitsToKeep = 0 }: CausalLMInputs): Tensor {
-    const { cos, sin } = ropeCosSin(this.c.rope, positionIds, this.device);
-    const mask = paddingMask(attentionMask, this.device);
-    let x = this.model.embed_tokens.forward(inputIds);
-    this.model.layers.items.forEach((layer, i) => {
-      x = layer.forward(x, cos, sin, mask, cache?.layers[i] ?? null);
-    });
-    const L = x.shape[1];
-    if (logitsToKeep > 0 && logitsToKeep < L) x = x.narrow(1, L - logitsToKeep, logitsToKeep);
-    return this.lm_head.forward(this.model.norm.forward(x));
   }
 }

@@ -10,16 +10,15 @@
  * mlp (sparse): router `gate`, then experts.N.{gate_proj, up_proj, down_proj} (nn/moe.ts).
  */
 import { RotaryAttention, type RotaryAttentionOptions } from "../../nn/attention.js";
-import { Embedding, Linear, RMSNorm } from "../../nn/layers.js";
+import { Embedding, RMSNorm } from "../../nn/layers.js";
 import { GatedMLP } from "../../nn/mlp.js";
-import { Module, ModuleList } from "../../nn/module.js";
+import { Module } from "../../nn/module.js";
 import { SparseMoeBlock } from "../../nn/moe.js";
-import { ropeCosSin } from "../../nn/rotary.js";
 import { add } from "../../tensor/ops.js";
 import type { Tensor } from "../../tensor/tensor.js";
 import type { LayerKVCache } from "../cache_utils.js";
 import { bool, num, type RawConfig } from "../configuration.js";
-import { PreTrainedModel, paddingMask, type CausalLMInputs } from "../modeling_utils.js";
+import { DecoderLM, DecoderModel } from "../decoder_lm.js";
 import { LlamaConfig } from "./llama.js";
 
 // ------------------------------------------------------------------ config
@@ -90,47 +89,14 @@ class Qwen3MoeDecoderLayer extends Module {
   }
 }
 
-class Qwen3MoeModel extends Module {
-  readonly embed_tokens: Embedding;
-  readonly layers: ModuleList<Qwen3MoeDecoderLayer>;
-  readonly norm: RMSNorm;
-  constructor(c: Qwen3MoeConfig) {
-    super();
-    this.embed_tokens = this.module("embed_tokens", new Embedding(c.vocabSize, c.hiddenSize));
-    this.layers = this.module("layers", new ModuleList(Array.from({ length: c.numHiddenLayers }, (_, i) => new Qwen3MoeDecoderLayer(c, i))));
-    this.norm = this.module("norm", new RMSNorm(c.hiddenSize, c.rmsNormEps));
-  }
-}
-
 // ------------------------------------------------------------------ causal LM
 
-export class Qwen3MoeForCausalLM extends PreTrainedModel {
-  readonly c: Qwen3MoeConfig;
-  readonly model: Qwen3MoeModel;
-  readonly lm_head: Linear;
-
-  constructor(raw: RawConfig) {
-    super(raw);
-    this.c = new Qwen3MoeConfig(raw);
-    this.model = this.module("model", new Qwen3MoeModel(this.c));
-    this.lm_head = this.module("lm_head", new Linear(this.c.hiddenSize, this.c.vocabSize, false));
-  }
-
-  get numLayers(): number { return this.c.numHiddenLayers; }
-  get maxPositions(): number { return this.c.maxPositionEmbeddings; }
-  protected override tiedWeights(): Record<string, string> {
-    return this.c.tieWordEmbeddings ? { "lm_head.weight": "model.embed_tokens.weight" } : {};
-  }
-
-  forward({ inputIds, positionIds, attentionMask, cache, logitsToKeep = 0 }: CausalLMInputs): Tensor {
-    const { cos, sin } = ropeCosSin(this.c.rope, positionIds, this.device);
-    const mask = paddingMask(attentionMask, this.device);
-    let x = this.model.embed_tokens.forward(inputIds);
-    this.model.layers.items.forEach((layer, i) => {
-      x = layer.forward(x, cos, sin, mask, cache?.layers[i] ?? null);
-    });
-    const L = x.shape[1];
-    if (logitsToKeep > 0 && logitsToKeep < L) x = x.narrow(1, L - logitsToKeep, logitsToKeep);
-    return this.lm_head.forward(this.model.norm.forward(x));
+export class Qwen3MoeForCausalLM extends DecoderLM<Qwen3MoeConfig, Qwen3MoeDecoderLayer> {
+  constructor(raw: RawConfig, c: Qwen3MoeConfig = new Qwen3MoeConfig(raw)) {
+    super(raw, c, new DecoderModel(
+      new Embedding(c.vocabSize, c.hiddenSize),
+      Array.from({ length: c.numHiddenLayers }, (_, i) => new Qwen3MoeDecoderLayer(c, i)),
+      new RMSNorm(c.hiddenSize, c.rmsNormEps),
+    ));
   }
 }

@@ -1,0 +1,99 @@
+/**
+ * The decoder-only causal LM that most families share (transformers' LlamaModel +
+ * LlamaForCausalLM, which Mistral, Mixtral, Qwen2/3, Qwen3-MoE, Phi-3 and Gemma 1-3 repeat):
+ *
+ *   model.embed_tokens -> model.layers[i](x, cos, sin, mask, cache[i]) -> model.norm -> lm_head
+ *
+ * A family file supplies its config, its decoder layer and its embedding/norm modules; this file
+ * holds the forward loop once. Each layer runs in a tidy scope, so its temporaries are released as
+ * soon as it returns.
+ */
+import { Linear } from "../nn/layers.js";
+import { Module, ModuleList } from "../nn/module.js";
+import { ropeCosSin, type RopeTables } from "../nn/rotary.js";
+import { tidy } from "../tensor/scope.js";
+import type { Tensor } from "../tensor/tensor.js";
+import type { LayerKVCache } from "./cache_utils.js";
+import type { RawConfig } from "./configuration.js";
+import { PreTrainedModel, paddingMask, type CausalLMInputs } from "./modeling_utils.js";
+
+/** A decoder layer: x [B, L, hidden] -> [B, L, hidden], with rotary tables cos/sin [B, L, R]. */
+export interface DecoderLayer extends Module {
+  forward(x: Tensor, cos: Tensor, sin: Tensor, mask: Tensor | null, cache: LayerKVCache | null): Tensor;
+}
+
+/** A module mapping one tensor to one tensor (embedding, norm). */
+export interface TensorModule extends Module {
+  forward(x: Tensor): Tensor;
+}
+
+/** The config fields the shared loop reads. */
+export interface DecoderLMConfig {
+  vocabSize: number;
+  hiddenSize: number;
+  numHiddenLayers: number;
+  maxPositionEmbeddings: number;
+  tieWordEmbeddings: boolean;
+  rope: RopeTables;
+}
+
+/** `model.*`: embed_tokens, layers.N, norm (names as in transformers' state_dict). */
+export class DecoderModel<L extends DecoderLayer> extends Module {
+  readonly embed_tokens: TensorModule;
+  readonly layers: ModuleList<L>;
+  readonly norm: TensorModule;
+  constructor(embed: TensorModule, layers: L[], norm: TensorModule) {
+    super();
+    this.embed_tokens = this.module("embed_tokens", embed);
+    this.layers = this.module("layers", new ModuleList(layers));
+    this.norm = this.module("norm", norm);
+  }
+}
+
+/** A decoder-only causal LM with rotary positions: forward(inputs) -> float32 logits [B, L', vocab]. */
+export class DecoderLM<C extends DecoderLMConfig, L extends DecoderLayer> extends PreTrainedModel {
+  readonly model: DecoderModel<L>;
+  readonly lm_head: Linear;
+
+  constructor(raw: RawConfig, readonly c: C, model: DecoderModel<L>) {
+    super(raw);
+    this.model = this.module("model", model);
+    this.lm_head = this.module("lm_head", new Linear(c.hiddenSize, c.vocabSize, false));
+  }
+
+  get numLayers(): number { return this.c.numHiddenLayers; }
+  get maxPositions(): number { return this.c.maxPositionEmbeddings; }
+  protected override tiedWeights(): Record<string, string> {
+    return this.c.tieWordEmbeddings ? { "lm_head.weight": "model.embed_tokens.weight" } : {};
+  }
+
+  /** The rotary tables layer `layer` uses (Gemma 3: local or global by layer type). */
+  protected ropeFor(_layer: number): RopeTables {
+    return this.c.rope;
+  }
+
+  /** A last transform of the logits (Gemma 2: final soft-capping). */
+  protected finalLogits(logits: Tensor): Tensor {
+    return logits;
+  }
+
+  forward({ inputIds, positionIds, attentionMask, cache, logitsToKeep = 0 }: CausalLMInputs): Tensor {
+    const tables = new Map<RopeTables, { cos: Tensor; sin: Tensor }>();
+    const rotary = (layer: number) => {
+      const rope = this.ropeFor(layer);
+      let t = tables.get(rope);
+      if (!t) tables.set(rope, (t = ropeCosSin(rope, positionIds, this.device)));
+      return t;
+    };
+    const mask = paddingMask(attentionMask, this.device);
+    let x = this.model.embed_tokens.forward(inputIds);
+    this.model.layers.items.forEach((layer, i) => {
+      const { cos, sin } = rotary(i);
+      const input = x;
+      x = tidy(() => layer.forward(input, cos, sin, mask, cache?.layers[i] ?? null));
+    });
+    const L = x.shape[1];
+    if (logitsToKeep > 0 && logitsToKeep < L) x = x.narrow(1, L - logitsToKeep, logitsToKeep);
+    return this.finalLogits(this.lm_head.forward(this.model.norm.forward(x)));
+  }
+}
