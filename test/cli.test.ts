@@ -9,7 +9,8 @@ import * as os from "node:os";
 import * as path from "node:path";
 import { test } from "node:test";
 import { promisify } from "node:util";
-import { CLI, maxAbsDiff, missing, readJson, STORIES, TINY } from "./helpers/shared.js";
+import { CLI, missing, readJson, STORIES } from "./helpers/shared.js";
+import { testCliOnFixture } from "./helpers/fixture_checks.js";
 
 const run = promisify(execFile);
 
@@ -70,23 +71,7 @@ test("generate reads the prompt from stdin", async (t) => {
   assert.equal(stdout, e.generation[0].greedy_text + "\n");
 });
 
-test("forward and generate --output json on a tiny fixture match transformers", async (t) => {
-  const dir = path.join(TINY, "llama");
-  const skip = missing(dir);
-  if (skip) return t.skip(skip);
-  const e = readJson(path.join(dir, "expected.json"));
-  const f = await tsorch(["forward", "--model", dir, "--input-ids", e.input_ids[0].join(","), "--output", "json"]);
-  assert.equal(f.code, 0, f.stderr);
-  assert.ok(maxAbsDiff(JSON.parse(f.stdout).logits.flat(), e.logits[0].flat()) < 1e-4);
-  const g = await tsorch(["generate", "--model", dir, "--input-ids", e.input_ids[0].join(","), "--max-new-tokens", "12", "--output", "json"]);
-  assert.equal(g.code, 0, g.stderr);
-  assert.deepEqual(JSON.parse(g.stdout).new_token_ids, e.greedy.single[0]);
-  const batch = e.greedy_left_padded;
-  const rows = ["" + e.input_ids[0].join(","), batch.input_ids[1].slice(3).join(",")].join(";");
-  const gb = await tsorch(["generate", "--model", dir, "--input-ids", rows, "--max-new-tokens", "12", "--output", "json"]);
-  assert.equal(gb.code, 0, gb.stderr);
-  assert.deepEqual(JSON.parse(gb.stdout).new_token_ids, batch.new_tokens);
-});
+testCliOnFixture("llama");
 
 test("bad input: one-line errors, non-zero exit", async (t) => {
   const skip = missing(STORIES);

@@ -5,67 +5,24 @@
  * against transformers' values, and GPT-2 checkpoints saved from the bare GPT2Model.
  */
 import assert from "node:assert/strict";
-import { execFile } from "node:child_process";
 import { copyFileSync, mkdtempSync, writeFileSync } from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
 import { test } from "node:test";
-import { promisify } from "node:util";
 import { openDevice } from "../src/devices/registry.js";
 import { argmax } from "../src/tensor/ops.js";
 import { readSafetensors, type RawTensor } from "../src/hub/index.js";
 import { computeInvFreq, ropeCosSin } from "../src/nn/rotary.js";
-import { AutoModelForCausalLM, type CacheImplementation } from "../src/transformers/index.js";
+import { AutoModelForCausalLM } from "../src/transformers/index.js";
 import { GPT2LMHeadModel } from "../src/transformers/models/gpt2.js";
 import { Phi3ForCausalLM } from "../src/transformers/models/phi3.js";
-import { CLI, maxAbsDiff, missing, readJson, TINY } from "./helpers/shared.js";
+import { maxAbsDiff, missing, readJson, TINY } from "./helpers/shared.js";
+import { testCliOnFixture, testTinyFixture } from "./helpers/fixture_checks.js";
 
-const CACHES: CacheImplementation[] = ["dynamic", "static"];
-const run = promisify(execFile);
 
-for (const arch of ["qwen2", "qwen3", "phi3", "gpt2"]) {
-  const dir = path.join(TINY, arch);
+for (const arch of ["qwen2", "qwen3", "phi3", "gpt2"]) testTinyFixture(arch);
 
-  test(`${arch} (tiny): full logits within 1e-4`, async (t) => {
-    const skip = missing(dir);
-    if (skip) return t.skip(skip);
-    const e = readJson(path.join(dir, "expected.json"));
-    const model = await AutoModelForCausalLM.fromPretrained(dir);
-    const logits = model.logits(e.input_ids);
-    assert.deepEqual(logits.shape, [2, 7, 512]);
-    const diff = maxAbsDiff((await logits.data()) as Float32Array, e.logits.flat(2));
-    assert.ok(diff < 1e-4, `max abs diff ${diff}`);
-  });
-
-  test(`${arch} (tiny): single and left-padded batch greedy ids, dynamic and static cache`, async (t) => {
-    const skip = missing(dir);
-    if (skip) return t.skip(skip);
-    const e = readJson(path.join(dir, "expected.json"));
-    const model = await AutoModelForCausalLM.fromPretrained(dir);
-    const n = e.greedy.max_new_tokens;
-    for (const cache of CACHES) {
-      for (let b = 0; b < e.input_ids.length; b++) {
-        const out = await model.generate(e.input_ids[b] as number[], { maxNewTokens: n, doSample: false, cacheImplementation: cache, eosTokenId: [] });
-        assert.deepEqual(out.slice(e.input_ids[b].length), e.greedy.single[b], `${cache} row ${b}`);
-      }
-      const lp = e.greedy_left_padded;
-      const out = await model.generate(lp.input_ids as number[][], { maxNewTokens: n, doSample: false, attentionMask: lp.attention_mask, cacheImplementation: cache, eosTokenId: [] });
-      assert.deepEqual(out.map((r) => r.slice(lp.input_ids[0].length)), lp.new_tokens, `${cache} left-padded batch`);
-    }
-  });
-}
-
-test("gpt2 (tiny): tsorch forward and generate --output json match transformers", async (t) => {
-  const dir = path.join(TINY, "gpt2");
-  const skip = missing(dir);
-  if (skip) return t.skip(skip);
-  const e = readJson(path.join(dir, "expected.json"));
-  const tsorch = async (args: string[]) => JSON.parse((await run(process.execPath, [CLI, ...args], { maxBuffer: 1 << 26 })).stdout);
-  const f = await tsorch(["forward", "--model", dir, "--input-ids", e.input_ids[0].join(","), "--output", "json"]);
-  assert.ok(maxAbsDiff(f.logits.flat(), e.logits[0].flat()) < 1e-4);
-  const g = await tsorch(["generate", "--model", dir, "--input-ids", e.input_ids[0].join(","), "--max-new-tokens", "12", "--output", "json"]);
-  assert.deepEqual(g.new_token_ids, e.greedy.single[0]);
-});
+testCliOnFixture("gpt2");
 
 test("gpt2: a checkpoint with bare GPT2Model names and causal-mask buffers loads (as transformers' base_model_prefix)", async (t) => {
   const dir = path.join(TINY, "gpt2");

@@ -4,12 +4,10 @@
  * window, yet cached attention equals attention over the whole sequence.
  */
 import assert from "node:assert/strict";
-import { execFile } from "node:child_process";
 import { mkdtempSync, symlinkSync, writeFileSync } from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
 import { test } from "node:test";
-import { promisify } from "node:util";
 import { causalAttention } from "../src/nn/attention.js";
 import { tensor } from "../src/tensor/creation.js";
 import { argmax } from "../src/tensor/ops.js";
@@ -17,42 +15,13 @@ import type { Tensor } from "../src/tensor/tensor.js";
 import { AutoModelForCausalLM, KVCache, type CacheImplementation, type PreTrainedModel } from "../src/transformers/index.js";
 import { paddingMask } from "../src/transformers/modeling_utils.js";
 import type { Gemma2ForCausalLM } from "../src/transformers/models/gemma2.js";
-import { CLI, maxAbsDiff, missing, readJson, TINY } from "./helpers/shared.js";
+import { maxAbsDiff, missing, readJson, TINY } from "./helpers/shared.js";
+import { testCliOnFixture, testTinyFixture } from "./helpers/fixture_checks.js";
 
 const CACHES: CacheImplementation[] = ["dynamic", "static"];
 const FAMILIES = ["gemma", "gemma2", "gemma3_text"];
 
-for (const family of FAMILIES) {
-  const dir = path.join(TINY, family);
-
-  test(`${family} (tiny): full logits within 1e-4`, async (t) => {
-    const skip = missing(dir);
-    if (skip) return t.skip(skip);
-    const e = readJson(path.join(dir, "expected.json"));
-    const model = await AutoModelForCausalLM.fromPretrained(dir);
-    const logits = model.logits(e.input_ids);
-    assert.deepEqual(logits.shape, [2, 7, 512]);
-    const diff = maxAbsDiff((await logits.data()) as Float32Array, e.logits.flat(2));
-    assert.ok(diff < 1e-4, `max abs diff ${diff}`);
-  });
-
-  test(`${family} (tiny): single and left-padded batch greedy ids, dynamic and static cache`, async (t) => {
-    const skip = missing(dir);
-    if (skip) return t.skip(skip);
-    const e = readJson(path.join(dir, "expected.json"));
-    const model = await AutoModelForCausalLM.fromPretrained(dir);
-    const n = e.greedy.max_new_tokens;
-    for (const cache of CACHES) {
-      for (let b = 0; b < e.input_ids.length; b++) {
-        const out = await model.generate(e.input_ids[b] as number[], { maxNewTokens: n, doSample: false, cacheImplementation: cache, eosTokenId: [] });
-        assert.deepEqual(out.slice(e.input_ids[b].length), e.greedy.single[b], `${cache} row ${b}`);
-      }
-      const lp = e.greedy_left_padded;
-      const out = await model.generate(lp.input_ids as number[][], { maxNewTokens: n, doSample: false, attentionMask: lp.attention_mask, cacheImplementation: cache, eosTokenId: [] });
-      assert.deepEqual(out.map((r) => r.slice(lp.input_ids[0].length)), lp.new_tokens, `${cache} left-padded batch`);
-    }
-  });
-}
+for (const family of FAMILIES) testTinyFixture(family);
 
 // ------------------------------------------------------------------ sliding-window KV cache
 
@@ -168,20 +137,5 @@ test("sliding-window cache: chunked cached attention equals whole-sequence atten
 
 // ------------------------------------------------------------------ CLI
 
-const run = promisify(execFile);
 
-test("gemma3_text (tiny): tsorch forward and generate --output json match transformers", async (t) => {
-  const dir = path.join(TINY, "gemma3_text");
-  const skip = missing(dir);
-  if (skip) return t.skip(skip);
-  const e = readJson(path.join(dir, "expected.json"));
-  const tsorch = async (args: string[]) => JSON.parse((await run(process.execPath, [CLI, ...args], { maxBuffer: 1 << 26 })).stdout);
-  const f = await tsorch(["forward", "--model", dir, "--input-ids", e.input_ids[0].join(","), "--output", "json"]);
-  assert.ok(maxAbsDiff(f.logits.flat(), e.logits[0].flat()) < 1e-4);
-  const g = await tsorch(["generate", "--model", dir, "--input-ids", e.input_ids[0].join(","), "--max-new-tokens", "12", "--output", "json"]);
-  assert.deepEqual(g.new_token_ids, e.greedy.single[0]);
-  const lp = e.greedy_left_padded;
-  const rows = [e.input_ids[0].join(","), lp.input_ids[1].slice(3).join(",")].join(";");
-  const gb = await tsorch(["generate", "--model", dir, "--input-ids", rows, "--max-new-tokens", "12", "--output", "json"]);
-  assert.deepEqual(gb.new_token_ids, lp.new_tokens);
-});
+testCliOnFixture("gemma3_text");

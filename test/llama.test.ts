@@ -9,7 +9,8 @@ import * as path from "node:path";
 import { test } from "node:test";
 import { AutoModelForCausalLM, type CacheImplementation } from "../src/transformers/index.js";
 import { writeSafetensors } from "./helpers/mock_hub.js";
-import { maxAbsDiff, missing, readJson, STORIES, TINY } from "./helpers/shared.js";
+import { maxAbsDiff, missing, readJson, STORIES } from "./helpers/shared.js";
+import { testTinyFixture } from "./helpers/fixture_checks.js";
 
 const CACHES: CacheImplementation[] = ["dynamic", "static"];
 
@@ -42,37 +43,7 @@ test("stories260K: greedy continuations equal transformers' (64 tokens, and 200 
   assert.deepEqual(out.slice(1), bos.new_ids);
 });
 
-for (const arch of ["llama", "mistral"]) {
-  const dir = path.join(TINY, arch);
-
-  test(`${arch} (tiny): full logits within 1e-4`, async (t) => {
-    const skip = missing(dir);
-    if (skip) return t.skip(skip);
-    const e = readJson(path.join(dir, "expected.json"));
-    const model = await AutoModelForCausalLM.fromPretrained(dir);
-    const logits = model.logits(e.input_ids);
-    assert.deepEqual(logits.shape, [2, 7, 512]);
-    const diff = maxAbsDiff((await logits.data()) as Float32Array, e.logits.flat(2));
-    assert.ok(diff < 1e-4, `max abs diff ${diff}`);
-  });
-
-  test(`${arch} (tiny): single and left-padded batch greedy ids, dynamic and static cache`, async (t) => {
-    const skip = missing(dir);
-    if (skip) return t.skip(skip);
-    const e = readJson(path.join(dir, "expected.json"));
-    const model = await AutoModelForCausalLM.fromPretrained(dir);
-    const n = e.greedy.max_new_tokens;
-    for (const cache of CACHES) {
-      for (let b = 0; b < e.input_ids.length; b++) {
-        const out = await model.generate(e.input_ids[b] as number[], { maxNewTokens: n, doSample: false, cacheImplementation: cache, eosTokenId: [] });
-        assert.deepEqual(out.slice(e.input_ids[b].length), e.greedy.single[b], `${cache} row ${b}`);
-      }
-      const lp = e.greedy_left_padded;
-      const out = await model.generate(lp.input_ids as number[][], { maxNewTokens: n, doSample: false, attentionMask: lp.attention_mask, cacheImplementation: cache, eosTokenId: [] });
-      assert.deepEqual(out.map((r) => r.slice(lp.input_ids[0].length)), lp.new_tokens, `${cache} left-padded batch`);
-    }
-  });
-}
+for (const arch of ["llama", "mistral"]) testTinyFixture(arch);
 
 test("stories260K in bfloat16 and float16: weights stay as stored, logits close to float32, greedy equal", async (t) => {
   const skip = missing(STORIES);

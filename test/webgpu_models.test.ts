@@ -14,6 +14,7 @@ import { promisify } from "node:util";
 import { AutoModelForCausalLM, CAUSAL_LM_ARCHITECTURES, type CacheImplementation } from "../src/transformers/index.js";
 import { CLI, maxAbsDiff, missing, readJson, STORIES, TINY } from "./helpers/shared.js";
 import { webgpuOrSkip } from "./helpers/webgpu.js";
+import { checkGreedy, checkLogits, fixtureExpected } from "./helpers/fixture_checks.js";
 
 const CACHES: CacheImplementation[] = ["dynamic", "static"];
 const TOL = 1e-3;
@@ -98,21 +99,9 @@ for (const arch of supportedFixtures()) {
 
   test(`${arch} (tiny) on webgpu: logits within 1e-3, greedy ids equal (single, left-padded; dynamic, static)`, async (t) => {
     if (!(await webgpuOrSkip(t))) return;
-    const e = readJson(path.join(dir, "expected.json"));
     const model = await AutoModelForCausalLM.fromPretrained(dir, { device: "webgpu" });
-    const logits = model.logits(e.input_ids);
-    assert.deepEqual(logits.shape, [2, 7, 512]);
-    const diff = maxAbsDiff((await logits.data()) as Float32Array, e.logits.flat(2));
-    assert.ok(diff < TOL, `max abs diff ${diff}`);
-    const n = e.greedy.max_new_tokens;
-    for (const cache of CACHES) {
-      for (let b = 0; b < e.input_ids.length; b++) {
-        const out = await model.generate(e.input_ids[b] as number[], { maxNewTokens: n, doSample: false, cacheImplementation: cache, eosTokenId: [] });
-        assert.deepEqual(out.slice(e.input_ids[b].length), e.greedy.single[b], `${cache} row ${b}`);
-      }
-      const lp = e.greedy_left_padded;
-      const out = await model.generate(lp.input_ids as number[][], { maxNewTokens: n, doSample: false, attentionMask: lp.attention_mask, cacheImplementation: cache, eosTokenId: [] });
-      assert.deepEqual(out.map((r) => r.slice(lp.input_ids[0].length)), lp.new_tokens, `${cache} left-padded batch`);
-    }
+    const e = fixtureExpected(arch);
+    await checkLogits(model, e, TOL);
+    await checkGreedy(model, e);
   });
 }
