@@ -32,6 +32,7 @@
         "src/devices/cpu/native/embedding.cc",
         "src/devices/cpu/native/gemm.cc",
         "src/devices/cpu/native/gemm_portable.cc",
+        "src/devices/cpu/native/huge_pages.cc",
         "src/devices/cpu/native/linear.cc",
         "src/devices/cpu/native/matmul.cc",
         "src/devices/cpu/native/napi_args.cc",

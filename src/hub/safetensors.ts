@@ -7,6 +7,7 @@
 import { closeSync, existsSync, fstatSync, openSync, readSync } from "node:fs";
 import { constants as bufferConstants } from "node:buffer";
 import { join } from "node:path";
+import { allocateHost } from "../devices/cpu/host_memory.js";
 import { itemsize, type DType } from "../tensor/dtype.js";
 import { readJsonObject } from "./config.js";
 import { CheckpointError } from "./errors.js";
@@ -129,7 +130,10 @@ export async function readWeightMap(indexFile: string): Promise<Record<string, s
   return weightMap as Record<string, string>;
 }
 
-/** The whole file in a fresh (unpooled) buffer, so buffer offsets equal file offsets. */
+/**
+ * The whole file in a fresh (unpooled) buffer, so buffer offsets equal file offsets. The buffer is
+ * cpu host memory (huge pages where available), since on cpu the weights are used in place.
+ */
 function readWholeFile(file: string): Buffer {
   let fd: number;
   try {
@@ -142,7 +146,8 @@ function readWholeFile(file: string): Buffer {
     if (size > bufferConstants.MAX_LENGTH) {
       throw new CheckpointError(`${file}: ${size} bytes exceed the largest buffer Node can allocate (${bufferConstants.MAX_LENGTH})`);
     }
-    const buf = Buffer.allocUnsafeSlow(size);
+    const bytes = allocateHost(size);
+    const buf = Buffer.from(bytes.buffer, bytes.byteOffset, size);
     for (let done = 0; done < size;) {
       const n = readSync(fd, buf, done, Math.min(size - done, 1 << 30), done);
       if (n === 0) throw new CheckpointError(`${file}: file shrank while being read`);

@@ -4,6 +4,7 @@
  * Kernels run synchronously in the native addon (./native.ts), on its thread pool.
  */
 import type { Device, Storage } from "../device.js";
+import { allocateHost } from "./host_memory.js";
 
 class CpuStorage implements Storage {
   constructor(readonly device: Device, readonly handle: Uint8Array) {}
@@ -28,7 +29,7 @@ export class CpuDevice implements Device {
       this.pooledBytes -= nbytes;
       return new CpuStorage(this, reused);
     }
-    return new CpuStorage(this, new Uint8Array(nbytes));
+    return new CpuStorage(this, allocateHost(nbytes));
   }
 
   release(storage: Storage): void {

@@ -41,6 +41,13 @@ export const REDUCE = { sum: 0, mean: 1, max: 2, min: 3, argmax: 4, argmin: 5, p
 export const DTYPE_CODE = { float32: 0, float16: 1, bfloat16: 2, int32: 3, int64: 4, bool: 5 } as const;
 
 export interface NativeCpu {
+  /**
+   * Advise the kernel (Linux; elsewhere a no-op) to back the whole 2 MB pages inside `buf` with
+   * transparent huge pages. Only pages not yet touched are affected: call it on a fresh buffer,
+   * before writing to it. Never throws for a valid buffer (failures only cost speed).
+   */
+  adviseHugePages(buf: Buf): void;
+
   /** Number of threads in the pool. */
   numThreads(): number;
   /** CPU features the addon detected and dispatches on, e.g. "avx512f avx512bf16 fma avx2". */

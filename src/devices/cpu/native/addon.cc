@@ -44,6 +44,15 @@ napi_value CpuFeatures(napi_env env, napi_callback_info info) {
   return v;
 }
 
+// adviseHugePages(buf): back the whole 2 MB pages inside buf with transparent huge pages.
+napi_value AdviseHugePages(napi_env env, napi_callback_info info) {
+  Args args(env, info, "adviseHugePages", 1);
+  const Buffer buf = args.buffer(0, "buf");
+  if (args.failed()) return nullptr;
+  advise_huge_pages(buf.data, buf.bytes);
+  return undefined(env);
+}
+
 // copy(src, srcDtype, srcStrides, dst, dstDtype, dstStrides, shape): strided copy and cast.
 napi_value Copy(napi_env env, napi_callback_info info) {
   Args args(env, info, "copy", 7);
@@ -414,6 +423,7 @@ NAPI_MODULE_INIT() {
   const napi_property_descriptor props[] = {
       {"numThreads", nullptr, NumThreads, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
       {"cpuFeatures", nullptr, CpuFeatures, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
+      {"adviseHugePages", nullptr, AdviseHugePages, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
       {"copy", nullptr, Copy, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
       {"unary", nullptr, Unary, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
       {"binary", nullptr, Binary, nullptr, nullptr, nullptr, napi_enumerable, nullptr},

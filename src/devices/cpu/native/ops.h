@@ -3,6 +3,7 @@
 // buffer holds every element the kernel will touch.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
@@ -20,6 +21,9 @@ enum BinaryOp : int {
   kEq, kNe, kLt, kLe, kGt, kGe, kLogicalAnd, kLogicalOr, kNumBinary
 };
 enum ReduceOp : int { kSum, kMean, kMax, kMin, kArgmax, kArgmin, kProd, kNumReduce };
+
+// huge_pages.cc
+void advise_huge_pages(void* p, size_t bytes);
 
 // copy.cc
 void copy(const void* src, int src_dtype, const Dims& src_strides, void* dst, int dst_dtype,

@@ -1,4 +1,13 @@
 // Persistent thread pool (see thread_pool.h).
+//
+// A job is published as (fn, ctx, ntasks) and its tasks are claimed one index at a time from
+// `next`, which holds the job's number in its high 32 bits and the next index in its low 32. The
+// caller claims tasks too and waits only until every task has run, not until every worker has
+// shown up: on a loaded machine (more runnable threads than cores) a descheduled worker then
+// costs nothing unless it is in the middle of a task, where waiting for all workers made every one
+// of the hundreds of jobs of a decode step wait for a time slice. A worker that wakes up late
+// finds the job closed: claiming is a compare-and-swap on `next`, which fails once the job's
+// number has changed, so it never runs a task of a job it did not read the arguments of.
 #include "thread_pool.h"
 
 #include <atomic>
@@ -7,7 +16,6 @@
 #include <cstdlib>
 #include <mutex>
 #include <thread>
-#include <vector>
 
 #if defined(__linux__)
 #include <sched.h>
@@ -20,7 +28,12 @@ namespace {
 // Workers spin this long after a job before sleeping, so that back-to-back kernel calls (a decode
 // step is hundreds of them) do not pay a futex wake-up each.
 constexpr auto kSpin = std::chrono::microseconds(200);
+// The caller spins this long for workers to finish their tasks before yielding its CPU.
+constexpr auto kWaitSpin = std::chrono::microseconds(50);
 constexpr double kMinParallelWork = 32768;
+// Tasks per published job (the low 32 bits of `next`; the top value marks a closed job).
+constexpr int64_t kMaxTasks = int64_t{1} << 31;
+constexpr uint64_t kIndexMask = 0xffffffffu;
 
 thread_local bool t_in_task = false;
 
@@ -51,15 +64,16 @@ int default_threads() {
 
 struct ThreadPool::State {
   std::mutex submit;  // one job at a time (calls may come from several JS threads)
-  std::mutex m;
+  uint64_t job = 0;   // number of the last published job (under `submit`)
+  // The current job's arguments: written before `next` opens the job, read by claimers after.
+  std::atomic<void (*)(void*, int64_t)> fn{nullptr};
+  std::atomic<void*> ctx{nullptr};
+  std::atomic<int64_t> ntasks{0}, base{0};
+  std::atomic<uint64_t> next{0};   // job << 32 | next index
+  std::atomic<int64_t> done{0};    // tasks of the current job that have finished
+  std::mutex m;                    // with cv: sleeping workers
   std::condition_variable cv;
-  std::atomic<uint64_t> generation{0};
-  void (*fn)(void*, int64_t) = nullptr;
-  void* ctx = nullptr;
-  int64_t ntasks = 0;
-  std::atomic<int64_t> next{0};
-  std::atomic<int> busy{0};  // workers that have not finished the current job
-  std::vector<std::thread> threads;
+  int sleepers = 0;                // under m
 };
 
 ThreadPool& ThreadPool::get() {
@@ -68,37 +82,48 @@ ThreadPool& ThreadPool::get() {
 }
 
 ThreadPool::ThreadPool(int nthreads) : s_(new State), nthreads_(nthreads) {
-  for (int i = 1; i < nthreads_; ++i) {
-    s_->threads.emplace_back([this] { worker_loop(); });
-    s_->threads.back().detach();
-  }
+  for (int i = 1; i < nthreads_; ++i) std::thread([this] { worker_loop(); }).detach();
 }
 
-void ThreadPool::work(void (*fn)(void*, int64_t), void* ctx) {
+// Claims and runs tasks of job `job` until it has none left (or is no longer current).
+void ThreadPool::work(uint64_t job) {
   t_in_task = true;
   for (;;) {
-    int64_t i = s_->next.fetch_add(1, std::memory_order_relaxed);
-    if (i >= s_->ntasks) break;
-    fn(ctx, i);
+    uint64_t v = s_->next.load(std::memory_order_acquire);
+    if (v >> 32 != job) break;
+    const auto fn = s_->fn.load(std::memory_order_acquire);
+    void* const ctx = s_->ctx.load(std::memory_order_acquire);
+    const int64_t i = static_cast<int64_t>(v & kIndexMask);
+    if (i >= s_->ntasks.load(std::memory_order_acquire)) break;
+    const int64_t base = s_->base.load(std::memory_order_acquire);
+    if (!s_->next.compare_exchange_weak(v, v + 1, std::memory_order_acq_rel)) continue;
+    fn(ctx, base + i);
+    s_->done.fetch_add(1, std::memory_order_release);
   }
   t_in_task = false;
 }
 
 void ThreadPool::worker_loop() {
   uint64_t seen = 0;
+  // The number of an open job other than `seen`, else `seen` (also while a job is being published).
+  const auto next_job = [&] {
+    const uint64_t v = s_->next.load(std::memory_order_acquire);
+    return (v & kIndexMask) == kIndexMask ? seen : v >> 32;
+  };
   for (;;) {
-    auto start = std::chrono::steady_clock::now();
-    int spins = 0;
-    while (s_->generation.load(std::memory_order_acquire) == seen) {
+    const auto start = std::chrono::steady_clock::now();
+    uint64_t job;
+    for (int spins = 1; (job = next_job()) == seen; ++spins) {
       cpu_relax();
-      if (++spins % 256 == 0 && std::chrono::steady_clock::now() - start > kSpin) {
+      if (spins % 256 == 0 && std::chrono::steady_clock::now() - start > kSpin) {
         std::unique_lock<std::mutex> lock(s_->m);
-        s_->cv.wait(lock, [&] { return s_->generation.load(std::memory_order_acquire) != seen; });
+        ++s_->sleepers;
+        s_->cv.wait(lock, [&] { return next_job() != seen; });
+        --s_->sleepers;
       }
     }
-    seen = s_->generation.load(std::memory_order_acquire);
-    work(s_->fn, s_->ctx);
-    s_->busy.fetch_sub(1, std::memory_order_release);
+    seen = job;
+    work(job);
   }
 }
 
@@ -109,20 +134,32 @@ void ThreadPool::run(int64_t ntasks, void (*fn)(void*, int64_t), void* ctx) {
     return;
   }
   std::lock_guard<std::mutex> submit(s_->submit);
-  s_->fn = fn;
-  s_->ctx = ctx;
-  s_->ntasks = ntasks;
-  s_->next.store(0, std::memory_order_relaxed);
-  s_->busy.store(nthreads_ - 1, std::memory_order_relaxed);
-  {
-    std::lock_guard<std::mutex> lock(s_->m);
-    s_->generation.fetch_add(1, std::memory_order_release);
-  }
-  s_->cv.notify_all();
-  work(fn, ctx);
-  for (int spins = 0; s_->busy.load(std::memory_order_acquire) != 0; ++spins) {
-    if (spins < 100000) cpu_relax();
-    else std::this_thread::yield();
+  for (int64_t base = 0; base < ntasks; base += kMaxTasks) {
+    const int64_t n = ntasks - base < kMaxTasks ? ntasks - base : kMaxTasks;
+    const uint64_t job = ++s_->job;
+    // Close the previous job for good (a claimer holding its last `next` value now fails), then
+    // write the arguments, then open the new job.
+    s_->next.store(job << 32 | kIndexMask, std::memory_order_seq_cst);
+    s_->fn.store(fn, std::memory_order_release);
+    s_->ctx.store(ctx, std::memory_order_release);
+    s_->ntasks.store(n, std::memory_order_release);
+    s_->base.store(base, std::memory_order_release);
+    s_->done.store(0, std::memory_order_relaxed);
+    s_->next.store(job << 32, std::memory_order_release);
+    {
+      std::lock_guard<std::mutex> lock(s_->m);
+      if (s_->sleepers > 0) s_->cv.notify_all();
+    }
+    work(job);
+    // The other tasks are running on workers: spin a little, then give the CPU away in case one
+    // of them waits for it (more runnable threads than cores).
+    const auto start = std::chrono::steady_clock::now();
+    bool yield = false;
+    for (int spins = 1; s_->done.load(std::memory_order_acquire) != n; ++spins) {
+      if (yield) std::this_thread::yield();
+      else cpu_relax();
+      if (spins % 64 == 0 && !yield) yield = std::chrono::steady_clock::now() - start > kWaitSpin;
+    }
   }
 }
 

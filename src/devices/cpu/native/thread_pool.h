@@ -1,5 +1,5 @@
 // The addon's persistent thread pool: the calling (JS) thread plus size()-1 workers that spin
-// briefly between jobs and then sleep on a condition variable.
+// briefly between jobs and then sleep on a condition variable. The caller runs tasks too.
 #pragma once
 
 #include <cstdint>
@@ -17,7 +17,8 @@ class ThreadPool {
   int size() const { return nthreads_; }
 
   // Runs fn(ctx, i) for every i in [0, ntasks), spread over the pool (dynamic: each thread takes
-  // the next index), and returns when all are done. Runs inline when the pool has one thread, when
+  // the next index, the calling thread included), and returns when all are done, without waiting
+  // for workers that did not take part. Runs inline when the pool has one thread, when
   // there is one task, or when called from inside a pool task (no nested parallelism).
   void run(int64_t ntasks, void (*fn)(void* ctx, int64_t i), void* ctx);
 
@@ -32,7 +33,7 @@ class ThreadPool {
  private:
   explicit ThreadPool(int nthreads);
   void worker_loop();
-  void work(void (*fn)(void*, int64_t), void* ctx);
+  void work(uint64_t job);
 
   struct State;
   State* s_;
