@@ -11,6 +11,7 @@
 import { Linear } from "../nn/layers.js";
 import { Module, ModuleList } from "../nn/module.js";
 import { ropeCosSin, type RopeTables } from "../nn/rotary.js";
+import { add } from "../tensor/ops.js";
 import { tidy } from "../tensor/scope.js";
 import type { Tensor } from "../tensor/tensor.js";
 import type { LayerKVCache } from "./cache_utils.js";
@@ -25,6 +26,30 @@ export interface DecoderLayer extends Module {
 /** A module mapping one tensor to one tensor (embedding, norm). */
 export interface TensorModule extends Module {
   forward(x: Tensor): Tensor;
+}
+
+/**
+ * The pre-norm residual block of Llama and most of its relatives:
+ *   h = x + self_attn(input_layernorm(x)); out = h + <ffn>(post_attention_layernorm(h)).
+ * `ffnName` is the checkpoint's name of the feed-forward module ("mlp"; Mixtral: "block_sparse_moe").
+ */
+export class PreNormDecoderLayer extends Module implements DecoderLayer {
+  readonly self_attn: DecoderLayer;
+  readonly ffn: TensorModule;
+  readonly input_layernorm: TensorModule;
+  readonly post_attention_layernorm: TensorModule;
+  constructor(attention: DecoderLayer, ffn: TensorModule, inputNorm: TensorModule, postAttentionNorm: TensorModule, ffnName = "mlp") {
+    super();
+    this.self_attn = this.module("self_attn", attention);
+    this.ffn = this.module(ffnName, ffn);
+    this.input_layernorm = this.module("input_layernorm", inputNorm);
+    this.post_attention_layernorm = this.module("post_attention_layernorm", postAttentionNorm);
+  }
+
+  forward(x: Tensor, cos: Tensor, sin: Tensor, mask: Tensor | null, cache: LayerKVCache | null): Tensor {
+    const h = add(x, this.self_attn.forward(this.input_layernorm.forward(x), cos, sin, mask, cache));
+    return add(h, this.ffn.forward(this.post_attention_layernorm.forward(h)));
+  }
 }
 
 /** The config fields the shared loop reads. */

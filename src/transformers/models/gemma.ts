@@ -9,13 +9,11 @@
 import { RotaryAttention } from "../../nn/attention.js";
 import { Embedding, RMSNorm } from "../../nn/layers.js";
 import { GatedMLP } from "../../nn/mlp.js";
-import { Module } from "../../nn/module.js";
 import { decode, encode } from "../../tensor/host.js";
-import { add, mul } from "../../tensor/ops.js";
+import { mul } from "../../tensor/ops.js";
 import type { Tensor } from "../../tensor/tensor.js";
-import type { LayerKVCache } from "../cache_utils.js";
 import { bool, ConfigError, withDefaults, type RawConfig } from "../configuration.js";
-import { DecoderLM, DecoderModel } from "../decoder_lm.js";
+import { DecoderLM, DecoderModel, PreNormDecoderLayer } from "../decoder_lm.js";
 import { LlamaConfig } from "./llama.js";
 
 // ------------------------------------------------------------------ config
@@ -66,33 +64,24 @@ export class GemmaRMSNorm extends RMSNorm {
   }
 }
 
-class GemmaDecoderLayer extends Module {
-  readonly self_attn: RotaryAttention;
-  readonly mlp: GatedMLP;
-  readonly input_layernorm: GemmaRMSNorm;
-  readonly post_attention_layernorm: GemmaRMSNorm;
-  constructor(c: GemmaConfig, layerIdx: number) {
-    super();
-    this.self_attn = this.module("self_attn", new RotaryAttention(c.attention(layerIdx)));
-    this.mlp = this.module("mlp", new GatedMLP(c.hiddenSize, c.intermediateSize, c.hiddenAct));
-    this.input_layernorm = this.module("input_layernorm", new GemmaRMSNorm(c.hiddenSize, c.rmsNormEps));
-    this.post_attention_layernorm = this.module("post_attention_layernorm", new GemmaRMSNorm(c.hiddenSize, c.rmsNormEps));
-  }
-
-  forward(x: Tensor, cos: Tensor, sin: Tensor, mask: Tensor | null, cache: LayerKVCache | null): Tensor {
-    const h = add(x, this.self_attn.forward(this.input_layernorm.forward(x), cos, sin, mask, cache));
-    return add(h, this.mlp.forward(this.post_attention_layernorm.forward(h)));
-  }
+/** GemmaDecoderLayer: Llama's block with (1 + w) RMSNorms. */
+function gemmaDecoderLayer(c: GemmaConfig, layerIdx: number): PreNormDecoderLayer {
+  return new PreNormDecoderLayer(
+    new RotaryAttention(c.attention(layerIdx)),
+    new GatedMLP(c.hiddenSize, c.intermediateSize, c.hiddenAct),
+    new GemmaRMSNorm(c.hiddenSize, c.rmsNormEps),
+    new GemmaRMSNorm(c.hiddenSize, c.rmsNormEps),
+  );
 }
 
 // ------------------------------------------------------------------ causal LM
 
 /** GemmaForCausalLM: forward(inputs) -> float32 logits [B, L', vocab]. */
-export class GemmaForCausalLM extends DecoderLM<GemmaConfig, GemmaDecoderLayer> {
+export class GemmaForCausalLM extends DecoderLM<GemmaConfig, PreNormDecoderLayer> {
   constructor(raw: RawConfig, c: GemmaConfig = new GemmaConfig(raw)) {
     super(raw, c, new DecoderModel(
       new GemmaTextScaledWordEmbedding(c.vocabSize, c.hiddenSize, c.hiddenSize ** 0.5),
-      Array.from({ length: c.numHiddenLayers }, (_, i) => new GemmaDecoderLayer(c, i)),
+      Array.from({ length: c.numHiddenLayers }, (_, i) => gemmaDecoderLayer(c, i)),
       new GemmaRMSNorm(c.hiddenSize, c.rmsNormEps),
     ));
   }

@@ -7,14 +7,10 @@
  */
 import { Embedding, RMSNorm } from "../../nn/layers.js";
 import { GatedMLP } from "../../nn/mlp.js";
-import { Module } from "../../nn/module.js";
 import { RotaryAttention, type RotaryAttentionOptions } from "../../nn/attention.js";
-import { add } from "../../tensor/ops.js";
-import type { Tensor } from "../../tensor/tensor.js";
 import { computeInvFreq, type RopeTables } from "../../nn/rotary.js";
-import type { LayerKVCache } from "../cache_utils.js";
 import { bool, num, ropeParameters, str, type RawConfig } from "../configuration.js";
-import { DecoderLM, DecoderModel } from "../decoder_lm.js";
+import { DecoderLM, DecoderModel, PreNormDecoderLayer } from "../decoder_lm.js";
 
 // ------------------------------------------------------------------ config
 
@@ -65,33 +61,24 @@ export class LlamaConfig {
 
 // ------------------------------------------------------------------ layers
 
-class LlamaDecoderLayer extends Module {
-  readonly self_attn: RotaryAttention;
-  readonly mlp: GatedMLP;
-  readonly input_layernorm: RMSNorm;
-  readonly post_attention_layernorm: RMSNorm;
-  constructor(c: LlamaConfig, layerIdx: number) {
-    super();
-    this.self_attn = this.module("self_attn", new RotaryAttention(c.attention(layerIdx)));
-    this.mlp = this.module("mlp", new GatedMLP(c.hiddenSize, c.intermediateSize, c.hiddenAct, c.mlpBias));
-    this.input_layernorm = this.module("input_layernorm", new RMSNorm(c.hiddenSize, c.rmsNormEps));
-    this.post_attention_layernorm = this.module("post_attention_layernorm", new RMSNorm(c.hiddenSize, c.rmsNormEps));
-  }
-
-  forward(x: Tensor, cos: Tensor, sin: Tensor, mask: Tensor | null, cache: LayerKVCache | null): Tensor {
-    const h = add(x, this.self_attn.forward(this.input_layernorm.forward(x), cos, sin, mask, cache));
-    return add(h, this.mlp.forward(this.post_attention_layernorm.forward(h)));
-  }
+/** LlamaDecoderLayer: RotaryAttention and the gated MLP in the pre-norm block. */
+function llamaDecoderLayer(c: LlamaConfig, layerIdx: number): PreNormDecoderLayer {
+  return new PreNormDecoderLayer(
+    new RotaryAttention(c.attention(layerIdx)),
+    new GatedMLP(c.hiddenSize, c.intermediateSize, c.hiddenAct, c.mlpBias),
+    new RMSNorm(c.hiddenSize, c.rmsNormEps),
+    new RMSNorm(c.hiddenSize, c.rmsNormEps),
+  );
 }
 
 // ------------------------------------------------------------------ causal LM
 
-export class LlamaForCausalLM extends DecoderLM<LlamaConfig, LlamaDecoderLayer> {
+export class LlamaForCausalLM extends DecoderLM<LlamaConfig, PreNormDecoderLayer> {
   /** `config`: the parsed config (derived families pass their own LlamaConfig subclass). */
   constructor(raw: RawConfig, c: LlamaConfig = new LlamaConfig(raw)) {
     super(raw, c, new DecoderModel(
       new Embedding(c.vocabSize, c.hiddenSize),
-      Array.from({ length: c.numHiddenLayers }, (_, i) => new LlamaDecoderLayer(c, i)),
+      Array.from({ length: c.numHiddenLayers }, (_, i) => llamaDecoderLayer(c, i)),
       new RMSNorm(c.hiddenSize, c.rmsNormEps),
     ));
   }

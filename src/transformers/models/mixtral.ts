@@ -11,11 +11,8 @@ import { Embedding, Linear, RMSNorm } from "../../nn/layers.js";
 import { Module } from "../../nn/module.js";
 import { RotaryAttention } from "../../nn/attention.js";
 import { SparseMoeBlock } from "../../nn/moe.js";
-import { add } from "../../tensor/ops.js";
-import type { Tensor } from "../../tensor/tensor.js";
-import type { LayerKVCache } from "../cache_utils.js";
 import { num, type RawConfig } from "../configuration.js";
-import { DecoderLM, DecoderModel } from "../decoder_lm.js";
+import { DecoderLM, DecoderModel, PreNormDecoderLayer } from "../decoder_lm.js";
 import { LlamaConfig } from "./llama.js";
 
 // ------------------------------------------------------------------ config
@@ -55,36 +52,28 @@ class MixtralExpert extends Module {
   }
 }
 
-class MixtralDecoderLayer extends Module {
-  readonly self_attn: RotaryAttention;
-  readonly block_sparse_moe: SparseMoeBlock<MixtralExpert>;
-  readonly input_layernorm: RMSNorm;
-  readonly post_attention_layernorm: RMSNorm;
-  constructor(c: MixtralConfig, layerIdx: number) {
-    super();
-    this.self_attn = this.module("self_attn", new RotaryAttention(c.attention(layerIdx)));
-    this.block_sparse_moe = this.module("block_sparse_moe", new SparseMoeBlock(
+/** MixtralDecoderLayer: the feed-forward is the sparse MoE block, named block_sparse_moe. */
+function mixtralDecoderLayer(c: MixtralConfig, layerIdx: number): PreNormDecoderLayer {
+  return new PreNormDecoderLayer(
+    new RotaryAttention(c.attention(layerIdx)),
+    new SparseMoeBlock(
       { hiddenSize: c.hiddenSize, numExperts: c.numLocalExperts, topK: c.numExpertsPerTok, normTopkProb: true, hiddenAct: c.hiddenAct },
       () => new MixtralExpert(c),
       (e) => ({ gate: e.w1, up: e.w3, down: e.w2 }),
-    ));
-    this.input_layernorm = this.module("input_layernorm", new RMSNorm(c.hiddenSize, c.rmsNormEps));
-    this.post_attention_layernorm = this.module("post_attention_layernorm", new RMSNorm(c.hiddenSize, c.rmsNormEps));
-  }
-
-  forward(x: Tensor, cos: Tensor, sin: Tensor, mask: Tensor | null, cache: LayerKVCache | null): Tensor {
-    const h = add(x, this.self_attn.forward(this.input_layernorm.forward(x), cos, sin, mask, cache));
-    return add(h, this.block_sparse_moe.forward(this.post_attention_layernorm.forward(h)));
-  }
+    ),
+    new RMSNorm(c.hiddenSize, c.rmsNormEps),
+    new RMSNorm(c.hiddenSize, c.rmsNormEps),
+    "block_sparse_moe",
+  );
 }
 
 // ------------------------------------------------------------------ causal LM
 
-export class MixtralForCausalLM extends DecoderLM<MixtralConfig, MixtralDecoderLayer> {
+export class MixtralForCausalLM extends DecoderLM<MixtralConfig, PreNormDecoderLayer> {
   constructor(raw: RawConfig, c: MixtralConfig = new MixtralConfig(raw)) {
     super(raw, c, new DecoderModel(
       new Embedding(c.vocabSize, c.hiddenSize),
-      Array.from({ length: c.numHiddenLayers }, (_, i) => new MixtralDecoderLayer(c, i)),
+      Array.from({ length: c.numHiddenLayers }, (_, i) => mixtralDecoderLayer(c, i)),
       new RMSNorm(c.hiddenSize, c.rmsNormEps),
     ));
   }

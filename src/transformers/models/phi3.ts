@@ -12,11 +12,11 @@ import { causalAttention } from "../../nn/attention.js";
 import { Embedding, Linear, RMSNorm } from "../../nn/layers.js";
 import { Module } from "../../nn/module.js";
 import { computeInvFreq, type RopeTables } from "../../nn/rotary.js";
-import { add, applyRotary, mul } from "../../tensor/ops.js";
+import { applyRotary, mul } from "../../tensor/ops.js";
 import type { Tensor } from "../../tensor/tensor.js";
 import type { LayerKVCache } from "../cache_utils.js";
 import { bool, num, ropeParameters, str, type RawConfig } from "../configuration.js";
-import { DecoderLM, DecoderModel } from "../decoder_lm.js";
+import { DecoderLM, DecoderModel, PreNormDecoderLayer } from "../decoder_lm.js";
 
 // ------------------------------------------------------------------ config
 
@@ -103,32 +103,23 @@ class Phi3Attention extends Module {
   }
 }
 
-class Phi3DecoderLayer extends Module {
-  readonly self_attn: Phi3Attention;
-  readonly mlp: Phi3MLP;
-  readonly input_layernorm: RMSNorm;
-  readonly post_attention_layernorm: RMSNorm;
-  constructor(c: Phi3Config) {
-    super();
-    this.self_attn = this.module("self_attn", new Phi3Attention(c));
-    this.mlp = this.module("mlp", new Phi3MLP(c));
-    this.input_layernorm = this.module("input_layernorm", new RMSNorm(c.hiddenSize, c.rmsNormEps));
-    this.post_attention_layernorm = this.module("post_attention_layernorm", new RMSNorm(c.hiddenSize, c.rmsNormEps));
-  }
-
-  forward(x: Tensor, cos: Tensor, sin: Tensor, mask: Tensor | null, cache: LayerKVCache | null): Tensor {
-    const h = add(x, this.self_attn.forward(this.input_layernorm.forward(x), cos, sin, mask, cache));
-    return add(h, this.mlp.forward(this.post_attention_layernorm.forward(h)));
-  }
+/** Phi3DecoderLayer: fused-projection attention and MLP in the pre-norm block. */
+function phi3DecoderLayer(c: Phi3Config): PreNormDecoderLayer {
+  return new PreNormDecoderLayer(
+    new Phi3Attention(c),
+    new Phi3MLP(c),
+    new RMSNorm(c.hiddenSize, c.rmsNormEps),
+    new RMSNorm(c.hiddenSize, c.rmsNormEps),
+  );
 }
 
 // ------------------------------------------------------------------ causal LM
 
-export class Phi3ForCausalLM extends DecoderLM<Phi3Config, Phi3DecoderLayer> {
+export class Phi3ForCausalLM extends DecoderLM<Phi3Config, PreNormDecoderLayer> {
   constructor(raw: RawConfig, c: Phi3Config = new Phi3Config(raw)) {
     super(raw, c, new DecoderModel(
       new Embedding(c.vocabSize, c.hiddenSize),
-      Array.from({ length: c.numHiddenLayers }, () => new Phi3DecoderLayer(c)),
+      Array.from({ length: c.numHiddenLayers }, () => phi3DecoderLayer(c)),
       new RMSNorm(c.hiddenSize, c.rmsNormEps),
     ));
   }

@@ -12,13 +12,9 @@
 import { RotaryAttention, type RotaryAttentionOptions } from "../../nn/attention.js";
 import { Embedding, RMSNorm } from "../../nn/layers.js";
 import { GatedMLP } from "../../nn/mlp.js";
-import { Module } from "../../nn/module.js";
 import { SparseMoeBlock } from "../../nn/moe.js";
-import { add } from "../../tensor/ops.js";
-import type { Tensor } from "../../tensor/tensor.js";
-import type { LayerKVCache } from "../cache_utils.js";
 import { bool, num, type RawConfig } from "../configuration.js";
-import { DecoderLM, DecoderModel } from "../decoder_lm.js";
+import { DecoderLM, DecoderModel, PreNormDecoderLayer } from "../decoder_lm.js";
 import { LlamaConfig } from "./llama.js";
 
 // ------------------------------------------------------------------ config
@@ -64,38 +60,29 @@ export class Qwen3MoeConfig extends LlamaConfig {
 
 // ------------------------------------------------------------------ layers
 
-class Qwen3MoeDecoderLayer extends Module {
-  readonly self_attn: RotaryAttention;
-  readonly mlp: SparseMoeBlock<GatedMLP> | GatedMLP;
-  readonly input_layernorm: RMSNorm;
-  readonly post_attention_layernorm: RMSNorm;
-  constructor(c: Qwen3MoeConfig, layerIdx: number) {
-    super();
-    this.self_attn = this.module("self_attn", new RotaryAttention(c.attention(layerIdx)));
-    this.mlp = this.module("mlp", c.isSparse(layerIdx)
+/** Qwen3MoeDecoderLayer: a sparse MoE block, or a dense MLP on mlp_only_layers / off the decoder_sparse_step. */
+function qwen3MoeDecoderLayer(c: Qwen3MoeConfig, layerIdx: number): PreNormDecoderLayer {
+  return new PreNormDecoderLayer(
+    new RotaryAttention(c.attention(layerIdx)),
+    c.isSparse(layerIdx)
       ? new SparseMoeBlock(
         { hiddenSize: c.hiddenSize, numExperts: c.numExperts, topK: c.numExpertsPerTok, normTopkProb: c.normTopkProb, hiddenAct: c.hiddenAct },
         () => new GatedMLP(c.hiddenSize, c.moeIntermediateSize, c.hiddenAct),
         (e) => ({ gate: e.gate_proj, up: e.up_proj, down: e.down_proj }),
       )
-      : new GatedMLP(c.hiddenSize, c.intermediateSize, c.hiddenAct));
-    this.input_layernorm = this.module("input_layernorm", new RMSNorm(c.hiddenSize, c.rmsNormEps));
-    this.post_attention_layernorm = this.module("post_attention_layernorm", new RMSNorm(c.hiddenSize, c.rmsNormEps));
-  }
-
-  forward(x: Tensor, cos: Tensor, sin: Tensor, mask: Tensor | null, cache: LayerKVCache | null): Tensor {
-    const h = add(x, this.self_attn.forward(this.input_layernorm.forward(x), cos, sin, mask, cache));
-    return add(h, this.mlp.forward(this.post_attention_layernorm.forward(h)));
-  }
+      : new GatedMLP(c.hiddenSize, c.intermediateSize, c.hiddenAct),
+    new RMSNorm(c.hiddenSize, c.rmsNormEps),
+    new RMSNorm(c.hiddenSize, c.rmsNormEps),
+  );
 }
 
 // ------------------------------------------------------------------ causal LM
 
-export class Qwen3MoeForCausalLM extends DecoderLM<Qwen3MoeConfig, Qwen3MoeDecoderLayer> {
+export class Qwen3MoeForCausalLM extends DecoderLM<Qwen3MoeConfig, PreNormDecoderLayer> {
   constructor(raw: RawConfig, c: Qwen3MoeConfig = new Qwen3MoeConfig(raw)) {
     super(raw, c, new DecoderModel(
       new Embedding(c.vocabSize, c.hiddenSize),
-      Array.from({ length: c.numHiddenLayers }, (_, i) => new Qwen3MoeDecoderLayer(c, i)),
+      Array.from({ length: c.numHiddenLayers }, (_, i) => qwen3MoeDecoderLayer(c, i)),
       new RMSNorm(c.hiddenSize, c.rmsNormEps),
     ));
   }
