@@ -26,10 +26,12 @@
       "sources": [
         "src/devices/cpu/native/addon.cc",
         "src/devices/cpu/native/attention.cc",
+        "src/devices/cpu/native/causal_conv1d.cc",
         "src/devices/cpu/native/copy.cc",
         "src/devices/cpu/native/cpu.cc",
         "src/devices/cpu/native/elementwise.cc",
         "src/devices/cpu/native/embedding.cc",
+        "src/devices/cpu/native/gated_delta.cc",
         "src/devices/cpu/native/gemm.cc",
         "src/devices/cpu/native/gemm_portable.cc",
         "src/devices/cpu/native/huge_pages.cc",

@@ -7,13 +7,14 @@ import type { Tensor } from "../tensor/tensor.js";
 import { place, type Case } from "./case.js";
 import { copyCases } from "./cases/copy.js";
 import { elementwiseCases } from "./cases/elementwise.js";
+import { gatedDeltaCases } from "./cases/gated_delta.js";
 import { nnCases } from "./cases/nn.js";
 import { reduceFamilyCases } from "./cases/reduce.js";
 import { errorRatio, num, type Value } from "./reference.js";
 
 /** Every conformance case. */
 export function allCases(): Case[] {
-  return [...copyCases(), ...elementwiseCases(), ...reduceFamilyCases(), ...nnCases()];
+  return [...copyCases(), ...elementwiseCases(), ...reduceFamilyCases(), ...nnCases(), ...gatedDeltaCases()];
 }
 
 export interface CaseResult {

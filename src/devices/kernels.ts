@@ -57,6 +57,14 @@ export interface KernelSignatures {
   sdpa(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | null, out: Tensor, p: SdpaParams): void;
   /** out = x * rsqrt(mean(x^2) + eps) * (offset + w) over the last axis; x contiguous float32. */
   rmsNorm(x: Tensor, w: Tensor, out: Tensor, eps: number, offset: number): void;
+  /** Causal depthwise conv1d with a carried state: x [B, L, C], w [C, K], state [B, K - 1, C] or
+   * null (zeros), all contiguous float32; writes out [B, L, C] and the new state into stateOut
+   * [B, K - 1, C] (a fresh tensor). See tensor/ops.ts. */
+  causalConv1d(x: Tensor, w: Tensor, state: Tensor | null, out: Tensor, stateOut: Tensor): void;
+  /** The gated delta rule scan (Gated DeltaNet): q, k [B, L, H, Dk], v [B, L, H, Dv], g, beta
+   * [B, L, H], state [B, H, Dk, Dv] or null (zeros), all contiguous float32; writes out
+   * [B, L, H, Dv] and the final state into stateOut [B, H, Dk, Dv]. See tensor/ops.ts. */
+  gatedDeltaRule(q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor, state: Tensor | null, out: Tensor, stateOut: Tensor): void;
   /** LayerNorm over the last axis; x contiguous float32; w, b may be null. */
   layerNorm(x: Tensor, w: Tensor | null, b: Tensor | null, out: Tensor, eps: number): void;
   /** x [B, L, H, D] contiguous float32; cos/sin [B, L, R] contiguous float32; rotate_half style. */

@@ -400,6 +400,58 @@ export function rmsNorm(x: Tensor, w: Tensor, eps: number, offset = 0): Tensor {
   return out;
 }
 
+/**
+ * Causal depthwise conv1d over time without bias, with a carried state (nn.Conv1d with groups =
+ * channels and left padding K - 1, as transformers' causal_conv1d_fn / causal_conv1d_update
+ * fallbacks in models/qwen3_5/modeling_qwen3_5.py): x [B, L, C]; weight [C, 1, K] or [C, K] (any
+ * float dtype); state [B, K - 1, C] (the inputs before x) or null (zeros).
+ *   out[b, t, c] = sum_i weight[c, i] * [state; x][b, t + i, c]
+ * Returns out [B, L, C] and the new state [B, K - 1, C] (the last K - 1 rows of [state; x]),
+ * float32. Throws RangeError on inconsistent shapes.
+ */
+export function causalConv1d(x: Tensor, weight: Tensor, state: Tensor | null): { out: Tensor; state: Tensor } {
+  const device = checkSameDevice("causal_conv1d", x, weight, state);
+  const [B, L, C] = x.shape;
+  const K = weight.shape[weight.ndim - 1];
+  const okWeight = (weight.ndim === 2 || (weight.ndim === 3 && weight.shape[1] === 1)) && weight.shape[0] === C && K >= 1;
+  if (x.ndim !== 3 || !okWeight || (state !== null && !sameShape(state.shape, [B, K - 1, C]))) {
+    throw new RangeError(`causal_conv1d: x [${x.shape}], weight [${weight.shape}]${state ? `, state [${state.shape}]` : ""} are incompatible ` +
+      "(expected x [B, L, C], weight [C, 1, K] or [C, K], state [B, K - 1, C])");
+  }
+  const out = empty([B, L, C], "float32", device);
+  const newState = empty([B, K - 1, C], "float32", device);
+  if (out.numel + newState.numel > 0) {
+    getKernel("causalConv1d", device.type)(f32(x).contiguous(), f32(weight).reshape(C, K).contiguous(), state ? f32(state).contiguous() : null, out, newState);
+  }
+  return { out, state: newState };
+}
+
+/**
+ * The gated delta rule (Gated DeltaNet linear attention; transformers' torch_recurrent_gated_delta_rule
+ * in models/qwen3_5/modeling_qwen3_5.py, without its q/k l2norm and q scaling, which the caller
+ * applies). q, k [B, L, H, Dk]; v [B, L, H, Dv]; g (log decay, <= 0) and beta [B, L, H]; state
+ * [B, H, Dk, Dv] or null (zeros). Per token t, with S the state:
+ *   S = S * exp(g_t);  S = S + k_t (beta_t (v_t - k_t^T S))^T;  o_t = q_t^T S.
+ * Returns out [B, L, H, Dv] and the final state [B, H, Dk, Dv], both float32. One fused scan on
+ * the device: memory does not grow with L beyond the inputs and output. Throws RangeError on
+ * inconsistent shapes.
+ */
+export function gatedDeltaRule(q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor, state: Tensor | null): { out: Tensor; state: Tensor } {
+  const device = checkSameDevice("gated_delta_rule", q, k, v, g, beta, state);
+  const [B, L, H, Dk] = q.shape, Dv = v.shape[3];
+  const bad = q.ndim !== 4 || !sameShape(k.shape, q.shape) || v.ndim !== 4 || !sameShape(v.shape.slice(0, 3), [B, L, H])
+    || !sameShape(g.shape, [B, L, H]) || !sameShape(beta.shape, [B, L, H]) || (state !== null && !sameShape(state.shape, [B, H, Dk, Dv]));
+  if (bad) {
+    throw new RangeError(`gated_delta_rule: q [${q.shape}], k [${k.shape}], v [${v.shape}], g [${g.shape}], beta [${beta.shape}]` +
+      `${state ? `, state [${state.shape}]` : ""} are incompatible (expected q, k [B, L, H, Dk], v [B, L, H, Dv], g, beta [B, L, H], state [B, H, Dk, Dv])`);
+  }
+  const c = (t: Tensor) => f32(t).contiguous();
+  const out = empty([B, L, H, Dv], "float32", device);
+  const newState = empty([B, H, Dk, Dv], "float32", device);
+  if (newState.numel > 0) getKernel("gatedDeltaRule", device.type)(c(q), c(k), c(v), c(g), c(beta), state ? c(state) : null, out, newState);
+  return { out, state: newState };
+}
+
 /** LayerNorm over the last dim (biased variance), optional weight and bias. float32 out. */
 export function layerNorm(x: Tensor, w: Tensor | null, b: Tensor | null, eps: number): Tensor {
   checkSameDevice("layer_norm", x, w, b);

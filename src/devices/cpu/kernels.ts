@@ -59,6 +59,14 @@ export function cpuKernels(): Partial<KernelSignatures> {
         B, Hq, Hkv, Lq, Lk, D, Dv, p.scale, p.softcap, p.causalOffset, p.window);
     },
     rmsNorm: (x, w, out, eps, offset) => native().rmsNorm(buf(x), buf(w), code(w), buf(out), rowsOf(x), last(x), eps, offset),
+    causalConv1d: (x, w, state, out, stateOut) => {
+      const [B, L, C] = x.shape;
+      native().causalConv1d(buf(x), buf(w), state ? buf(state) : null, buf(out), buf(stateOut), B, L, C, w.shape[1]);
+    },
+    gatedDeltaRule: (q, k, v, g, beta, state, out, stateOut) => {
+      const [B, L, H, Dk] = q.shape;
+      native().gatedDeltaRule(buf(q), buf(k), buf(v), buf(g), buf(beta), state ? buf(state) : null, buf(out), buf(stateOut), B, L, H, Dk, v.shape[3]);
+    },
     layerNorm: (x, w, b, out, eps) =>
       native().layerNorm(buf(x), w ? buf(w) : null, w ? code(w) : 0, b ? buf(b) : null, b ? code(b) : 0, buf(out), rowsOf(x), last(x), eps),
     rotary: (x, cos, sin, out) => {

@@ -128,6 +128,21 @@ export interface NativeCpu {
   rmsNorm(x: Buf, w: Buf, wDtype: number, out: Buf, rows: number, n: number, eps: number,
           offset: number): void;
 
+  /**
+   * Causal depthwise conv1d over time with a carried state (causal_conv1d.cc): x [B, L, C], w
+   * [C, K], state [B, K - 1, C] or null (zeros); writes out [B, L, C] and the new state (the last
+   * K - 1 rows of [state; x]) to stateOut. All float32 contiguous; stateOut must not alias state.
+   */
+  causalConv1d(x: Buf, w: Buf, state: Buf | null, out: Buf, stateOut: Buf, B: number, L: number, C: number, K: number): void;
+
+  /**
+   * The gated delta rule, one fused scan per (batch, head) over the tokens (gated_delta.cc):
+   * q, k [B, L, H, Dk], v [B, L, H, Dv], g (log decay) and beta [B, L, H], state [B, H, Dk, Dv] or
+   * null (zeros); writes out [B, L, H, Dv] and the final state to stateOut. All float32 contiguous.
+   */
+  gatedDeltaRule(q: Buf, k: Buf, v: Buf, g: Buf, beta: Buf, state: Buf | null, out: Buf, stateOut: Buf,
+                 B: number, L: number, H: number, Dk: number, Dv: number): void;
+
   /** LayerNorm over the last axis: out = (x - mean) / sqrt(var + eps) * w + b (biased variance);
    * w, b [n] of their dtypes, either may be null (then 1 / 0). */
   layerNorm(x: Buf, w: Buf | null, wDtype: number, b: Buf | null, bDtype: number, out: Buf,

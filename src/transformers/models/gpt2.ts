@@ -10,6 +10,7 @@ import { causalAttention } from "../../nn/attention.js";
 import { Embedding, LayerNorm, Linear } from "../../nn/layers.js";
 import { Module, ModuleList, type Parameter } from "../../nn/module.js";
 import { add, matmul } from "../../tensor/ops.js";
+import { tidy } from "../../tensor/scope.js";
 import type { Tensor } from "../../tensor/tensor.js";
 import type { RawTensor } from "../../hub/index.js";
 import type { Device } from "../../devices/device.js";
@@ -176,7 +177,8 @@ export class GPT2LMHeadModel extends PreTrainedModel {
     const t = this.transformer;
     let x = add(t.wte.forward(inputIds), t.wpe.forward(this.idsTensor(positionIds)));
     t.h.items.forEach((block, i) => {
-      x = block.forward(x, mask, cache?.layers[i] ?? null);
+      const input = x;
+      x = tidy(() => block.forward(input, mask, cache?.layers[i] ?? null)); // per-layer memory scope
     });
     const L = x.shape[1];
     if (logitsToKeep > 0 && logitsToKeep < L) x = x.narrow(1, L - logitsToKeep, logitsToKeep);

@@ -19,7 +19,7 @@ import { computeInvFreq, ropeCosSin, type RopeTables } from "../../nn/rotary.js"
 import { fromBytes } from "../../tensor/creation.js";
 import { encode } from "../../tensor/host.js";
 import { add, applyRotary, exp, mul, neg, sigmoid, softplus } from "../../tensor/ops.js";
-import { keep } from "../../tensor/scope.js";
+import { keep, tidy } from "../../tensor/scope.js";
 import type { Tensor } from "../../tensor/tensor.js";
 import type { Device } from "../../devices/device.js";
 import type { KVCache, LayerKVCache } from "../cache_utils.js";
@@ -276,7 +276,10 @@ export class Qwen3_5ForCausalLM extends PreTrainedModel {
       linearMask: L > 1 ? linearAttentionMask(attentionMask, L, this.device) : null,
     };
     let x = this.model.embed_tokens.forward(inputIds);
-    for (const layer of this.model.layers.items) x = layer.forward(x, ctx);
+    for (const layer of this.model.layers.items) {
+      const input = x;
+      x = tidy(() => layer.forward(input, ctx)); // each layer's temporaries are freed when it returns
+    }
     if (logitsToKeep > 0 && logitsToKeep < L) x = x.narrow(1, L - logitsToKeep, logitsToKeep);
     return this.lm_head.forward(this.model.norm.forward(x));
   }

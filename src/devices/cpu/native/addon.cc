@@ -300,6 +300,53 @@ napi_value RmsNorm(napi_env env, napi_callback_info info) {
   return undefined(env);
 }
 
+// causalConv1d(x, w, state, out, stateOut, B, L, C, K): causal depthwise conv1d with a carried
+// state (see causal_conv1d.cc); state may be null (zeros).
+napi_value CausalConv1d(napi_env env, napi_callback_info info) {
+  Args args(env, info, "causalConv1d", 9);
+  const Buffer x = args.buffer(0, "x"), w = args.buffer(1, "w");
+  const Buffer state = args.buffer(2, "state", true);
+  const Buffer out = args.buffer(3, "out"), state_out = args.buffer(4, "stateOut");
+  const int64_t B = args.integer(5, "B"), L = args.integer(6, "L"), C = args.integer(7, "C");
+  const int64_t K = args.integer(8, "K", 1);
+  args.fits(x, kF32, {B, L, C});
+  args.fits(w, kF32, {C, K});
+  if (state.data) args.fits(state, kF32, {B, K - 1, C});
+  args.fits(out, kF32, {B, L, C});
+  args.fits(state_out, kF32, {B, K - 1, C});
+  if (args.failed()) return nullptr;
+  causal_conv1d(static_cast<const float*>(x.data), static_cast<const float*>(w.data),
+                static_cast<const float*>(state.data), static_cast<float*>(out.data),
+                static_cast<float*>(state_out.data), B, L, C, K);
+  return undefined(env);
+}
+
+// gatedDeltaRule(q, k, v, g, beta, state, out, stateOut, B, L, H, Dk, Dv): the fused gated delta
+// rule scan (see gated_delta.cc); state may be null (zeros).
+napi_value GatedDeltaRule(napi_env env, napi_callback_info info) {
+  Args args(env, info, "gatedDeltaRule", 13);
+  const Buffer q = args.buffer(0, "q"), k = args.buffer(1, "k"), v = args.buffer(2, "v");
+  const Buffer g = args.buffer(3, "g"), beta = args.buffer(4, "beta");
+  const Buffer state = args.buffer(5, "state", true);
+  const Buffer out = args.buffer(6, "out"), state_out = args.buffer(7, "stateOut");
+  const int64_t B = args.integer(8, "B"), L = args.integer(9, "L"), H = args.integer(10, "H");
+  const int64_t Dk = args.integer(11, "Dk"), Dv = args.integer(12, "Dv");
+  args.fits(q, kF32, {B, L, H, Dk});
+  args.fits(k, kF32, {B, L, H, Dk});
+  args.fits(v, kF32, {B, L, H, Dv});
+  args.fits(g, kF32, {B, L, H});
+  args.fits(beta, kF32, {B, L, H});
+  if (state.data) args.fits(state, kF32, {B, H, Dk, Dv});
+  args.fits(out, kF32, {B, L, H, Dv});
+  args.fits(state_out, kF32, {B, H, Dk, Dv});
+  if (args.failed()) return nullptr;
+  gated_delta_rule(static_cast<const float*>(q.data), static_cast<const float*>(k.data),
+                   static_cast<const float*>(v.data), static_cast<const float*>(g.data),
+                   static_cast<const float*>(beta.data), static_cast<const float*>(state.data),
+                   static_cast<float*>(out.data), static_cast<float*>(state_out.data), B, L, H, Dk, Dv);
+  return undefined(env);
+}
+
 // layerNorm(x, w, wDtype, b, bDtype, out, rows, n, eps): out = (x - mean) / sqrt(var + eps) * w + b.
 napi_value LayerNorm(napi_env env, napi_callback_info info) {
   Args args(env, info, "layerNorm", 9);
@@ -434,6 +481,8 @@ NAPI_MODULE_INIT() {
       {"linear", nullptr, Linear, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
       {"matmul", nullptr, Matmul, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
       {"sdpa", nullptr, Sdpa, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
+      {"causalConv1d", nullptr, CausalConv1d, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
+      {"gatedDeltaRule", nullptr, GatedDeltaRule, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
       {"rmsNorm", nullptr, RmsNorm, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
       {"layerNorm", nullptr, LayerNorm, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
       {"rotary", nullptr, Rotary, nullptr, nullptr, nullptr, napi_enumerable, nullptr},

@@ -65,6 +65,19 @@ struct SdpaArgs {
 };
 void sdpa(const SdpaArgs& a);
 
+// causal_conv1d.cc
+// x and out [B, L, C], w [C, K], state (may be null = zeros) and state_out [B, K - 1, C]: float32
+// contiguous. state_out must not alias state.
+void causal_conv1d(const float* x, const float* w, const float* state, float* out,
+                   float* state_out, int64_t B, int64_t L, int64_t C, int64_t K);
+
+// gated_delta.cc
+// q, k [B, L, H, Dk], v and out [B, L, H, Dv], g and beta [B, L, H], state (may be null = zeros)
+// and state_out [B, H, Dk, Dv]: all float32 contiguous.
+void gated_delta_rule(const float* q, const float* k, const float* v, const float* g,
+                      const float* beta, const float* state, float* out, float* state_out,
+                      int64_t B, int64_t L, int64_t H, int64_t Dk, int64_t Dv);
+
 // norm.cc
 void rms_norm(const float* x, const void* w, int w_dtype, float* out, int64_t rows, int64_t n,
               float eps, float offset);

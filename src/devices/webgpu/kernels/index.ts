@@ -2,6 +2,7 @@
 import type { KernelSignatures } from "../../kernels.js";
 import { attentionKernels } from "./attention.js";
 import { elementwiseKernels } from "./elementwise.js";
+import { gatedDeltaKernels } from "./gated_delta.js";
 import { gatherKernels } from "./gather.js";
 import { matmulKernels } from "./matmul.js";
 import { normKernels } from "./norm.js";
@@ -15,5 +16,6 @@ export const webgpuKernels: KernelSignatures = {
   ...attentionKernels,
   ...normKernels,
   ...gatherKernels,
+  ...gatedDeltaKernels,
   ...sortKernels,
 };
