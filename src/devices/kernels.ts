@@ -52,7 +52,8 @@ export interface KernelSignatures {
   gatherLinear(x: Tensor, w: Tensor[], idx: Tensor, out: Tensor): void;
   /** out [B, M, N] = a [B, M, K] @ b [B, K, N]; a, b float32 strided 3-D views. */
   matmul(a: Tensor, b: Tensor, out: Tensor): void;
-  /** q [B, Hq, Lq, D], k [B, Hkv, Lk, D], v [B, Hkv, Lk, Dv] float32 strided views; mask null or
+  /** q [B, Hq, Lq, D], k [B, Hkv, Lk, D], v [B, Hkv, Lk, Dv] strided views, q float32, k and v
+   * both float32, both float16 or both bfloat16; mask null or
    * float32 additive, a view broadcast to [B, Hq, Lq, Lk] with unit last stride; out [B, Lq, Hq, Dv]. */
   sdpa(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | null, out: Tensor, p: SdpaParams): void;
   /** out = x * rsqrt(mean(x^2) + eps) * (offset + w) over the last axis; x contiguous float32. */

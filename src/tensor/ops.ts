@@ -360,6 +360,8 @@ export interface AttentionOptions {
  * with enable_gqa, plus soft-capping and sliding windows as in transformers' eager attention).
  * q [B, Hq, Lq, D], k [B, Hkv, Lk, D], v [B, Hkv, Lk, Dv] -> float32 [B, Hq, Lq, Dv] (a transposed
  * view of a contiguous [B, Lq, Hq, Dv] buffer, so `.transpose(1, 2).reshape(B, Lq, Hq*Dv)` is free).
+ * Arithmetic is float32; k and v both float16 or both bfloat16 (a half-precision KV cache) are read
+ * as stored, without a float32 copy.
  */
 export function scaledDotProductAttention(q: Tensor, k: Tensor, v: Tensor, opts: AttentionOptions = {}): Tensor {
   const device = checkSameDevice("scaled_dot_product_attention", q, k, v, opts.mask);
@@ -376,7 +378,9 @@ export function scaledDotProductAttention(q: Tensor, k: Tensor, v: Tensor, opts:
   }
   const out = empty([B, Lq, Hq, Dv], "float32", device);
   if (out.numel > 0) {
-    getKernel("sdpa", device.type)(f32(q), f32(k), f32(v), mask, out, {
+    // A half-precision KV cache is read as stored; mixed or other dtypes are converted to float32.
+    const half = (k.dtype === "float16" || k.dtype === "bfloat16") && v.dtype === k.dtype;
+    getKernel("sdpa", device.type)(f32(q), half ? k : f32(k), half ? v : f32(v), mask, out, {
       scale: opts.scale ?? 1 / Math.sqrt(D),
       softcap: opts.softcap ?? 0,
       causalOffset: opts.isCausal ? Lk - Lq : -1,

@@ -137,12 +137,15 @@ interface SdpaSpec {
   /** Pass q/k/v as [B, L, H, D] tensors transposed to [B, H, L, D] (the models' layout). */
   transposed?: boolean;
   view?: "strided" | "offset";
+  /** dtype of k and v (a half-precision KV cache); default float32. */
+  kvDtype?: DType;
 }
 
 function sdpaCase(name: string, s: SdpaSpec, rng: Rng): Case {
   const { B, Hq, Hkv, Lq, Lk, D, Dv } = s;
   const layout = (H: number, L: number, d: number) => (s.transposed ? [B, L, H, d] : [B, H, L, d]);
-  const q = rng.tensor(layout(Hq, Lq, D), -1, 1), k = rng.tensor(layout(Hkv, Lk, D), -1, 1), v = rng.tensor(layout(Hkv, Lk, Dv), -2, 2);
+  const kvd = s.kvDtype ?? "float32";
+  const q = rng.tensor(layout(Hq, Lq, D), -1, 1), k = rng.tensor(layout(Hkv, Lk, D), -1, 1, kvd), v = rng.tensor(layout(Hkv, Lk, Dv), -2, 2, kvd);
   const get = (t: HostTensor, H: number, L: number, d: number) => {
     const st = stridesOf(layout(H, L, d));
     return (b: number, h: number, l: number, e: number) => num(t.values[s.transposed ? b * st[0] + l * st[1] + h * st[2] + e : b * st[0] + h * st[1] + l * st[2] + e]);
@@ -213,6 +216,9 @@ function sdpaCases(rng: Rng): Case[] {
     sdpaCase("q, k, v at element offsets", { ...base, Lq: 2, Lk: 3, view: "offset", causal: true }, rng),
     sdpaCase("head size 64", { ...base, Hq: 1, Hkv: 1, Lq: 2, Lk: 3, D: 64, Dv: 64 }, rng),
     sdpaCase("no queries", { ...base, Lq: 0, Lk: 3 }, rng),
+    sdpaCase("bfloat16 keys/values (KV cache), causal decode over 70 keys", { ...base, Hq: 4, Lq: 1, Lk: 70, causal: true, kvDtype: "bfloat16" }, rng),
+    sdpaCase("float16 keys/values, strided, prefill", { ...base, Lq: 5, Lk: 5, causal: true, view: "strided", kvDtype: "float16" }, rng),
+    sdpaCase("bfloat16 keys/values in the model layout, sliding window", { ...base, Lq: 6, Lk: 6, causal: true, window: 2, transposed: true, kvDtype: "bfloat16" }, rng),
   ];
 }
 

@@ -67,9 +67,14 @@ bool scores_to_probs(const SdpaArgs& a, float* s, int64_t k0, int64_t nk, int64_
 
 }  // namespace
 
-// See native.ts: q [B, Hq, Lq, D], k [B, Hkv, Lk, D], v [B, Hkv, Lk, Dv] strided; out contiguous
-// [B, Lq, Hq, Dv].
+// See native.ts: q [B, Hq, Lq, D] float32, k [B, Hkv, Lk, D] and v [B, Hkv, Lk, Dv] of kv_dtype
+// (float32, float16 or bfloat16: a half-precision KV cache is read as stored, converted in the GEMM
+// kernels' registers), all strided; out contiguous [B, Lq, Hq, Dv].
 void sdpa(const SdpaArgs& a) {
+  // Element `i` of a key/value buffer of a.kv_dtype.
+  const auto at = [&](const void* p, int64_t i) -> const void* {
+    return static_cast<const char*>(p) + i * dtype_size(a.kv_dtype);
+  };
   if (a.B == 0 || a.Hq == 0 || a.Lq == 0 || a.Dv == 0) return;
   const int64_t group = a.Hq / a.Hkv;
   // Queries per task, then query heads per task (fewer when there would be too few tasks).
@@ -100,8 +105,8 @@ void sdpa(const SdpaArgs& a) {
         for (int64_t d = 0; d < a.D; ++d) Q[r * a.D + d] = src[d * a.qs[3]];
       }
       float* S = thread_scratch(2, rows * nk);
-      const float* kbase = a.k + b * a.ks[0] + g * a.ks[1] + k0 * a.ks[2];
-      gemm_range(Q, a.D, rows, a.D, BMatrix{kbase, kF32, a.ks[3], a.ks[2]}, nullptr, S, nk, 0, nk);
+      const void* kbase = at(a.k, b * a.ks[0] + g * a.ks[1] + k0 * a.ks[2]);
+      gemm_range(Q, a.D, rows, a.D, BMatrix{kbase, a.kv_dtype, a.ks[3], a.ks[2]}, nullptr, S, nk, 0, nk);
       thread_local std::vector<uint8_t> live;
       live.assign(rows, 0);
       bool any = false;
@@ -110,9 +115,9 @@ void sdpa(const SdpaArgs& a) {
         any = any || live[r];
       }
       if (any) {
-        const float* vbase = a.v + b * a.vs[0] + g * a.vs[1] + k0 * a.vs[2];
-        gemm_range(S, nk, rows, nk, BMatrix{vbase, kF32, a.vs[2], a.vs[3]}, nullptr, O, a.Dv, 0,
-                   a.Dv);
+        const void* vbase = at(a.v, b * a.vs[0] + g * a.vs[1] + k0 * a.vs[2]);
+        gemm_range(S, nk, rows, nk, BMatrix{vbase, a.kv_dtype, a.vs[2], a.vs[3]}, nullptr, O, a.Dv,
+                   0, a.Dv);
         // A fully masked row must be exactly zero even if some v is inf or NaN.
         for (int64_t r = 0; r < rows; ++r)
           if (!live[r]) std::memset(O + r * a.Dv, 0, sizeof(float) * a.Dv);

@@ -55,13 +55,14 @@ void matmul(const float* a, const int64_t a_strides[3], const float* b, const in
 // attention.cc
 struct SdpaArgs {
   const float* q; int64_t qs[4];
-  const float* k; int64_t ks[4];
-  const float* v; int64_t vs[4];
+  const void* k; int64_t ks[4];  // of kv_dtype (float32, float16 or bfloat16)
+  const void* v; int64_t vs[4];  // of kv_dtype
   float* out;
   const float* mask; int64_t ms[3];
   int64_t B, Hq, Hkv, Lq, Lk, D, Dv;
   float scale, softcap;
   int64_t causal_offset, window;
+  int kv_dtype;
 };
 void sdpa(const SdpaArgs& a);
 

@@ -3,13 +3,14 @@
  * masks and an optional additive mask (the cpu addon's sdpa contract, native.ts). One workgroup
  * per (query, head, batch): keys are visited in chunks of 64 (one per thread), with an online
  * softmax (running max and sum) so any number of keys fits; each thread accumulates its share of
- * the Dv output dims. Fully masked queries output zeros.
+ * the Dv output dims. Fully masked queries output zeros. Keys and values are read in their dtype
+ * (float32, or a float16 / bfloat16 KV cache).
  */
 import type { KernelSignatures, SdpaParams } from "../../kernels.js";
 import type { Tensor } from "../../../tensor/tensor.js";
 import { fbits } from "../dispatch.js";
 import { bufferOf, deviceOf } from "./common.js";
-import { LIBRARY } from "./wgsl.js";
+import { binding, LIBRARY, loader } from "./wgsl.js";
 
 const WG = 64;
 /** Largest head size (D and Dv) the kernel holds in workgroup memory / registers. */
@@ -20,10 +21,9 @@ function sdpa(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | null, out: Tensor,
   const [B, Hq, Lq, D] = q.shape, [, Hkv, Lk] = k.shape, Dv = v.shape[3];
   if (D > MAX_HEAD || Dv > MAX_HEAD) throw new RangeError(`webgpu: attention head size ${Math.max(D, Dv)} exceeds ${MAX_HEAD}`);
   if (Lq > 65535 || Hq > 65535 || B > 65535) throw new RangeError(`webgpu: attention grid [${Lq}, ${Hq}, ${B}] exceeds 65535 per dimension`);
-  const prog = dev.dispatcher.program(`sdpa:${mask ? "mask" : "-"}`, ["read", "read", "read", "read", "write"], () => `${LIBRARY}
+  const prog = dev.dispatcher.program(`sdpa:${mask ? "mask" : "-"}:${k.dtype}`, ["read", "read", "read", "read", "write"], () => `${LIBRARY}
 @group(0) @binding(1) var<storage, read> Q: array<f32>;
-@group(0) @binding(2) var<storage, read> K: array<f32>;
-@group(0) @binding(3) var<storage, read> V: array<f32>;
+${binding(2, "k", "read")}${loader("k", k.dtype)}${binding(3, "v", "read")}${loader("v", v.dtype)}
 @group(0) @binding(4) var<storage, read> MASK: array<f32>;
 @group(0) @binding(5) var<storage, read_write> O: array<f32>;
 var<workgroup> qs: array<f32, ${MAX_HEAD}>;
@@ -65,7 +65,7 @@ fn wg_reduce(v: f32, lid: u32, is_max: bool) -> f32 {
     if (j < hi) {
       let kr = kb + u32(j) * pu(14u);
       var dot = 0.0;
-      for (var d = 0u; d < D; d = d + 1u) { dot = fma(qs[d], K[kr + d * pu(15u)], dot); }
+      for (var d = 0u; d < D; d = d + 1u) { dot = fma(qs[d], ld_k(kr + d * pu(15u)), dot); }
       s = dot * scale;
       if (softcap > 0.0) { s = softcap * tanh_f(s / softcap); }
       ${mask ? "s = s + MASK[mb + u32(j)];" : ""}
@@ -84,7 +84,7 @@ fn wg_reduce(v: f32, lid: u32, is_max: bool) -> f32 {
       let d = lid + t * ${WG}u;
       if (d >= Dv) { break; }
       var a = acc[t] * alpha;
-      for (var jj = 0u; jj < cnt; jj = jj + 1u) { a = fma(ps[jj], V[vb + (u32(j0) + jj) * pu(19u) + d * pu(20u)], a); }
+      for (var jj = 0u; jj < cnt; jj = jj + 1u) { a = fma(ps[jj], ld_v(vb + (u32(j0) + jj) * pu(19u) + d * pu(20u)), a); }
       acc[t] = a;
     }
     workgroupBarrier();
