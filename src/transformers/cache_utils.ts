@@ -6,10 +6,13 @@
  *   maxCacheLen, which generate knows: prompt + maxNewTokens), and capacity doubles when outgrown.
  * - "static" (StaticCache): capacity is fixed at construction (maxCacheLen); shapes never change.
  * A sliding-window attention layer keeps only its window, in a buffer of at most twice the window.
+ * Keys and values are stored in the cache's dtype: generate uses the model's dtype (bfloat16 for a
+ * bfloat16 checkpoint, as transformers does, halving cache memory) unless told to keep float32.
  */
 import { cat, copyInto, empty } from "../tensor/ops.js";
 import { keep } from "../tensor/scope.js";
 import type { Tensor } from "../tensor/tensor.js";
+import type { DType } from "../tensor/dtype.js";
 import { LinearAttentionState } from "./cache_linear_attention.js";
 
 export type CacheImplementation = "dynamic" | "static";
@@ -31,7 +34,8 @@ export class LayerKVCache {
   private end = 0;
   private seen = 0;
 
-  constructor(private readonly kind: CacheImplementation, private readonly maxCacheLen: number) {}
+  /** dtype: what keys and values are stored as (float32, float16 or bfloat16). */
+  constructor(private readonly kind: CacheImplementation, private readonly maxCacheLen: number, readonly dtype: DType = "float32") {}
 
   /** Number of positions seen (cached or, for a sliding window, already dropped). */
   get seqLength(): number { return this.seen; }
@@ -74,7 +78,7 @@ export class LayerKVCache {
   private reallocate(k: Tensor, v: Tensor, capacity: number): void {
     const [B, , H, D] = k.shape, kept = this.end - this.start;
     const grow = (old: Tensor | null, d: number) => {
-      const buf = keep(empty([B, H, capacity, d], "float32", k.device));
+      const buf = keep(empty([B, H, capacity, d], this.dtype, k.device));
       if (old && kept > 0) copyInto(old.narrow(2, this.start, kept), buf.narrow(2, 0, kept));
       return buf;
     };
@@ -101,7 +105,10 @@ export class LayerKVCache {
    */
   private passThrough(k: Tensor, v: Tensor, keep: number): { keys: Tensor; values: Tensor } {
     const kept = this.end - this.start;
-    const join = (buf: Tensor | null, x: Tensor) => (kept > 0 ? cat([buf!.narrow(2, this.start, kept), x.transpose(1, 2)], 2) : x.transpose(1, 2));
+    const join = (buf: Tensor | null, x: Tensor) => {
+      const fresh = x.transpose(1, 2).to(x.device, this.dtype); // rounded as if it had been cached
+      return kept > 0 ? cat([buf!.narrow(2, this.start, kept), fresh], 2) : fresh;
+    };
     const keys = join(this.keys, k), values = join(this.values, v);
     const all = keys.shape[2];
     if (this.capacity < keep) this.reallocate(k, v, 2 * (keep + 1));
@@ -116,9 +123,11 @@ export class LayerKVCache {
 /** One LayerKVCache per decoder layer (transformers' Cache / past_key_values). */
 export class KVCache {
   readonly layers: LayerKVCache[];
-  constructor(numLayers: number, readonly kind: CacheImplementation = "dynamic", maxCacheLen = 0) {
+  /** dtype: what keys and values are stored as: float32 (default), float16 or bfloat16. */
+  constructor(numLayers: number, readonly kind: CacheImplementation = "dynamic", maxCacheLen = 0, readonly dtype: DType = "float32") {
     if (kind !== "dynamic" && kind !== "static") throw new Error(`unknown cache implementation '${kind}'; supported: dynamic, static`);
-    this.layers = Array.from({ length: numLayers }, () => new LayerKVCache(kind, maxCacheLen));
+    if (dtype !== "float32" && dtype !== "float16" && dtype !== "bfloat16") throw new Error(`KV cache dtype must be float32, float16 or bfloat16, got '${dtype}'`);
+    this.layers = Array.from({ length: numLayers }, () => new LayerKVCache(kind, maxCacheLen, dtype));
   }
   /** Positions cached so far (of the attention layers: in a hybrid model, layer 0 may be linear attention). */
   get seqLength(): number { return Math.max(0, ...this.layers.map((l) => l.seqLength)); }

@@ -61,6 +61,19 @@ export abstract class PreTrainedModel extends Module {
   /** Checkpoint keys that are not weights of this model and are skipped (e.g. rotary buffers). */
   protected ignoredKeys(): RegExp[] { return [/\.rotary_emb\.inv_freq$/]; }
 
+  /**
+   * The model's floating dtype, as transformers' `model.dtype`: that of its first floating
+   * parameter (bfloat16 for a bfloat16 checkpoint loaded as stored); float32 when it has none.
+   * The KV cache of generate is kept in it.
+   */
+  get dtype(): "float32" | "float16" | "bfloat16" {
+    for (const [, p] of this.namedParameters()) {
+      const d = p.loaded ? p.value.dtype : undefined;
+      if (d === "float32" || d === "float16" || d === "bfloat16") return d;
+    }
+    return "float32";
+  }
+
   override async to(device: string | Device, dtype?: DType): Promise<this> {
     await super.to(device, dtype);
     this.device = this.stateDict().values().next().value!.device;

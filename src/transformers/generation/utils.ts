@@ -28,6 +28,9 @@ export interface GenerationOptions {
   /** Seed of the sampling RNG (default: time-based). */
   seed?: number;
   cacheImplementation?: CacheImplementation;
+  /** What the KV cache stores keys and values as: default the model's dtype (`model.dtype`: bfloat16
+   * for a bfloat16 checkpoint, as transformers); "float32" keeps full precision at twice the memory. */
+  cacheDtype?: "float32" | "float16" | "bfloat16";
   /** 1 = token, 0 = padding, for a left-padded batch [B][L]. */
   attentionMask?: number[][];
 }
@@ -108,7 +111,7 @@ async function* decode(model: PreTrainedModel, s: Settings, inputIds: number[][]
 
   const procs = processors(s);
   const rng = new Random(o.seed);
-  const newCache = () => new KVCache(model.numLayers, o.cacheImplementation ?? "dynamic", L + steps);
+  const newCache = () => new KVCache(model.numLayers, o.cacheImplementation ?? "dynamic", L + steps, o.cacheDtype ?? model.dtype);
   let cache = newCache();
   const recomputeAt = model.cacheRecomputeLength();
   const seqs = inputIds.map((r) => [...r]);
