@@ -14,7 +14,8 @@ import { Phi3ForCausalLM } from "./phi3.js";
 import { Qwen2ForCausalLM } from "./qwen2.js";
 import { Qwen3ForCausalLM } from "./qwen3.js";
 import { Qwen3MoeForCausalLM } from "./qwen3_moe.js";
-import { Qwen3_5ForCausalLM } from "./qwen3_5.js";
+import { Qwen3_5ForCausalLM, Qwen3_5ForConditionalGeneration } from "./qwen3_5.js";
+import { Qwen3_5MoeForCausalLM, Qwen3_5MoeForConditionalGeneration } from "./qwen3_5_moe.js";
 
 export type CausalLMClass = new (config: RawConfig) => PreTrainedModel;
 
@@ -28,6 +29,9 @@ export const CAUSAL_LM_ARCHITECTURES: Record<string, CausalLMClass> = {
   GPT2LMHeadModel,
   Qwen3MoeForCausalLM,
   Qwen3_5ForCausalLM,
+  Qwen3_5ForConditionalGeneration,
+  Qwen3_5MoeForCausalLM,
+  Qwen3_5MoeForConditionalGeneration,
   GemmaForCausalLM,
   Gemma2ForCausalLM,
   Gemma3ForCausalLM,
@@ -43,6 +47,9 @@ const MODEL_TYPES: Record<string, string> = {
   gpt2: "GPT2LMHeadModel",
   qwen3_moe: "Qwen3MoeForCausalLM",
   qwen3_5_text: "Qwen3_5ForCausalLM",
+  qwen3_5: "Qwen3_5ForConditionalGeneration",
+  qwen3_5_moe_text: "Qwen3_5MoeForCausalLM",
+  qwen3_5_moe: "Qwen3_5MoeForConditionalGeneration",
   gemma: "GemmaForCausalLM",
   gemma2: "Gemma2ForCausalLM",
   gemma3_text: "Gemma3ForCausalLM",
