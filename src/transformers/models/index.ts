@@ -7,6 +7,7 @@ import type { PreTrainedModel } from "../modeling_utils.js";
 import { GemmaForCausalLM } from "./gemma.js";
 import { Gemma2ForCausalLM } from "./gemma2.js";
 import { Gemma3ForCausalLM } from "./gemma3.js";
+import { Gemma4ForCausalLM, Gemma4ForConditionalGeneration } from "./gemma4.js";
 import { GPT2LMHeadModel } from "./gpt2.js";
 import { LlamaForCausalLM, MistralForCausalLM } from "./llama.js";
 import { MixtralForCausalLM } from "./mixtral.js";
@@ -35,6 +36,8 @@ export const CAUSAL_LM_ARCHITECTURES: Record<string, CausalLMClass> = {
   GemmaForCausalLM,
   Gemma2ForCausalLM,
   Gemma3ForCausalLM,
+  Gemma4ForCausalLM,
+  Gemma4ForConditionalGeneration,
 };
 
 const MODEL_TYPES: Record<string, string> = {
@@ -53,6 +56,8 @@ const MODEL_TYPES: Record<string, string> = {
   gemma: "GemmaForCausalLM",
   gemma2: "Gemma2ForCausalLM",
   gemma3_text: "Gemma3ForCausalLM",
+  gemma4_text: "Gemma4ForCausalLM",
+  gemma4: "Gemma4ForConditionalGeneration",
 };
 
 export class UnsupportedArchitectureError extends Error {}
