@@ -45,26 +45,27 @@ export function wrappedTextConfig(raw: RawConfig): RawConfig {
 }
 
 /**
- * Apply `layout` to a checkpoint (name -> tensor): drop skipped tensors, rename prefixes and fuse
- * split experts. Returns the new map and the skipped names. Logs one debug line for the skipped
- * tensors of `model` (a class name, for the message). Throws WeightLoadError when split experts are
- * incomplete or of mixed dtype/shape.
+ * Apply `layout` to a checkpoint (name -> tensor): drop skipped tensors, fuse split experts and
+ * rename prefixes (in that order, so errors name the checkpoint's own tensors). Returns the new map.
+ * Logs one debug line listing the skipped tensors by prefix, for `model` (a class name). Throws
+ * WeightLoadError when split experts are incomplete or of mixed dtype/shape.
  */
 export function applyCheckpointLayout(weights: Map<string, RawTensor>, layout: CheckpointLayout | null, model: string): Map<string, RawTensor> {
   if (!layout) return weights;
-  const out = new Map<string, RawTensor>();
+  const kept = new Map<string, RawTensor>();
   const skipped: string[] = [];
   for (const [name, t] of weights) {
-    if (layout.skip?.some((s) => (typeof s === "string" ? name.startsWith(s) : s.test(name)))) {
-      skipped.push(name);
-      continue;
-    }
+    if (layout.skip?.some((s) => (typeof s === "string" ? name.startsWith(s) : s.test(name)))) skipped.push(name);
+    else kept.set(name, t);
+  }
+  if (skipped.length) debug("%s: skipped %d checkpoint tensor(s) text generation does not use: %s", model, skipped.length, summarise(skipped));
+  const out = new Map<string, RawTensor>();
+  for (const [name, t] of layout.fuseExperts ? fuseSplitExperts(kept) : kept) {
     const rule = layout.renames?.find(([from]) => name.startsWith(from));
     const renamed = rule ? rule[1] + name.slice(rule[0].length) : name;
     out.set(renamed, renamed === name ? t : { ...t, name: renamed });
   }
-  if (skipped.length) debug("%s: skipped %d checkpoint tensor(s) text generation does not use: %s", model, skipped.length, summarise(skipped));
-  return layout.fuseExperts ? fuseSplitExperts(out) : out;
+  return out;
 }
 
 /** "model.visual.* (12), mtp.* (3)": skipped names grouped by their first two name parts. */
@@ -96,7 +97,7 @@ function fuseSplitExperts(weights: Map<string, RawTensor>): Map<string, RawTenso
     groups.get(m[1])!.set(`${m[3]}.${m[2]}`, t);
   }
   for (const [prefix, parts] of groups) {
-    const E = parts.size / 3;
+    const E = Math.max(...[...parts.keys()].map((k) => Number(k.split(".")[1]))) + 1;
     const get = (kind: string, e: number) => {
       const t = parts.get(`${kind}.${e}`);
       if (!t) throw new WeightLoadError(`checkpoint has split experts under '${prefix}' but no '${prefix}.${e}.${kind}_proj.weight'`);
