@@ -13,12 +13,13 @@ import * as path from "node:path";
 import { test } from "node:test";
 import { promisify } from "node:util";
 import { openDevice } from "../src/devices/registry.js";
-import { readSafetensors, type RawTensor } from "../src/hub/index.js";
+import { readSafetensors } from "../src/hub/index.js";
 import { ConfigError } from "../src/transformers/configuration.js";
 import { WeightLoadError } from "../src/transformers/modeling_utils.js";
 import { Qwen3_5ForConditionalGeneration } from "../src/transformers/models/qwen3_5.js";
 import { Qwen3_5MoeForConditionalGeneration } from "../src/transformers/models/qwen3_5_moe.js";
 import { testCliOnFixture, testTinyFixture } from "./helpers/fixture_checks.js";
+import { raw, splitExperts } from "./helpers/split_experts.js";
 import { CLI, maxAbsDiff, missing, readJson, TINY } from "./helpers/shared.js";
 
 const run = promisify(execFile);
@@ -34,33 +35,6 @@ function fixture(t: { skip(msg: string): void }, arch: string) {
   const skip = missing(dir);
   if (skip) return void t.skip(skip);
   return { dir, weights: readSafetensors(path.join(dir, "model.safetensors")), config: readJson(path.join(dir, "config.json")), e: readJson(path.join(dir, "expected.json")) };
-}
-
-/** A float32 tensor of `shape` holding `bytes`. */
-function raw(name: string, shape: number[], bytes: Uint8Array): RawTensor {
-  return { name, dtype: "float32", shape, bytes };
-}
-
-/** The checkpoint with every fused `experts.{gate_up_proj,down_proj}` split into `experts.N.{gate,up,down}_proj.weight`. */
-function splitExperts(weights: Map<string, RawTensor>): Map<string, RawTensor> {
-  const out = new Map<string, RawTensor>();
-  for (const [name, t] of weights) {
-    const m = /^(.*\.experts)\.(gate_up_proj|down_proj)$/.exec(name);
-    if (!m) {
-      out.set(name, t);
-      continue;
-    }
-    const [E, rows, cols] = t.shape, per = rows * cols * 4;
-    for (let e = 0; e < E; e++) {
-      const b = t.bytes.subarray(e * per, (e + 1) * per);
-      if (m[2] === "down_proj") out.set(`${m[1]}.${e}.down_proj.weight`, raw(`${m[1]}.${e}.down_proj.weight`, [rows, cols], b));
-      else {
-        out.set(`${m[1]}.${e}.gate_proj.weight`, raw(`${m[1]}.${e}.gate_proj.weight`, [rows / 2, cols], b.subarray(0, per / 2)));
-        out.set(`${m[1]}.${e}.up_proj.weight`, raw(`${m[1]}.${e}.up_proj.weight`, [rows / 2, cols], b.subarray(per / 2)));
-      }
-    }
-  }
-  return out;
 }
 
 test("qwen3_5_moe: split per-expert weights (save_pretrained's layout) give transformers' logits", async (t) => {
