@@ -64,3 +64,15 @@ test("gemma4_moe: split per-expert weights give transformers' logits", async (t)
   const diff = await logitsDiff(new Gemma4ForConditionalGeneration(readJson(path.join(dir, "config.json"))), split, readJson(path.join(dir, "expected.json")));
   assert.ok(diff < 1e-4, `max abs diff ${diff}`);
 });
+
+test("gemma4_moe: a config spelling the full layers' sizes as per_layer_config (as transformers writes it) loads the same model", async (t) => {
+  const dir = path.join(TINY, "gemma4_moe");
+  const skip = missing(dir);
+  if (skip) return t.skip(skip);
+  const config = readJson(path.join(dir, "config.json"));
+  const { global_head_dim: _h, num_global_key_value_heads: _k, ...text } = config.text_config;
+  // transformers 5.18 Gemma4TextConfig(**text_config).to_dict()["per_layer_config"] for this fixture.
+  const respelled = { ...config, text_config: { ...text, per_layer_config: { 1: { head_dim: 32, num_key_value_heads: 1 }, 3: { head_dim: 32, num_key_value_heads: 1 } } } };
+  const diff = await logitsDiff(new Gemma4ForConditionalGeneration(respelled), readSafetensors(path.join(dir, "model.safetensors")), readJson(path.join(dir, "expected.json")));
+  assert.ok(diff < 1e-4, `max abs diff ${diff}`);
+});

@@ -108,6 +108,7 @@ export class Gemma4TextConfig {
     const kEqV = bool(raw, "attention_k_eq_v", false);
     // Full layers: num_global_key_value_heads applies only with attention_k_eq_v (Gemma4TextConfig.__post_init__).
     const globalKvHeads = kEqV ? num(raw, "num_global_key_value_heads", kvHeads) : kvHeads;
+    // transformers writes the full layers' overrides as per_layer_config {"<layer>": {head_dim, num_key_value_heads}}.
     const perLayer = (raw.per_layer_config ?? {}) as Record<string, { head_dim?: number; num_key_value_heads?: number }>;
     const firstShared = this.numHiddenLayers - num(raw, "num_kv_shared_layers", 0);
     const intermediate = num(raw, "intermediate_size", 9216), doubleWide = bool(raw, "use_double_wide_mlp", false);
@@ -129,10 +130,17 @@ export class Gemma4TextConfig {
       };
     });
     const ropeDim = (t: LayerType) => this.layers.find((l) => l.type === t)?.headDim ?? headDim;
-    const rope = (t: LayerType, theta: number) => computeInvFreq(ropeParameters(raw, theta, t), ropeDim(t));
-    this.ropeByType = { sliding_attention: rope("sliding_attention", 10_000), full_attention: rope("full_attention", 1_000_000) };
+    const withRope = raw.rope_parameters ? raw : { ...raw, rope_parameters: DEFAULT_ROPE };
+    const rope = (t: LayerType) => computeInvFreq(ropeParameters(withRope, 10_000, t), ropeDim(t));
+    this.ropeByType = { sliding_attention: rope("sliding_attention"), full_attention: rope("full_attention") };
   }
 }
+
+/** Gemma4TextConfig's rope_parameters when config.json has none. */
+const DEFAULT_ROPE: RawConfig = {
+  sliding_attention: { rope_type: "default", rope_theta: 10_000 },
+  full_attention: { rope_type: "proportional", partial_rotary_factor: 0.25, rope_theta: 1_000_000 },
+};
 
 /** `layer_types`, else 5 sliding then 1 full; the last layer is always full (as transformers forces it). */
 function layerTypes(raw: RawConfig, n: number): LayerType[] {
