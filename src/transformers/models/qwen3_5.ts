@@ -1,6 +1,6 @@
 /**
  * Qwen3.5, text model (transformers' models/qwen3_5/modeling_qwen3_5.py: Qwen3_5ForCausalLM +
- * Qwen3_5TextConfig), a hybrid: `layer_types` mixes Gated DeltaNet linear attention
+ * Qwen3_5TextConfig, and the text path of the Hub's Qwen3_5ForConditionalGeneration), a hybrid: `layer_types` mixes Gated DeltaNet linear attention
  * (`linear_attn`) with gated full attention (`self_attn`, partial rotary, q/k norms, output gate).
  *
  *   embed_tokens -> N x [x + mixer(input_layernorm(x)); x + mlp(post_attention_layernorm(x))]
