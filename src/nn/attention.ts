@@ -27,14 +27,24 @@ export interface CausalAttentionOptions {
  * A sliding-window cache returns only the last keys, so the mask is cut to its last Lk columns.
  */
 export function causalAttention(q: Tensor, k: Tensor, v: Tensor, cache: LayerKVCache | null, o: CausalAttentionOptions): Tensor {
-  const [B, L, Hq] = q.shape;
   const kv = cache ? cache.update(k, v, o.window) : { keys: k.transpose(1, 2), values: v.transpose(1, 2) };
-  const Lk = kv.keys.shape[2], maskLk = o.mask?.shape[o.mask.ndim - 1] ?? 0;
+  return attendToKeys(q, kv.keys, kv.values, o);
+}
+
+/**
+ * The attention of causalAttention once keys and values are known: q [B, L, Hq, D] with keys
+ * [B, Hkv, Lk, D] and values [B, Hkv, Lk, Dv] (transposed, the last Lk positions, e.g. what a
+ * cache update returned; Gemma 4's KV-sharing layers pass another layer's) -> [B, L, Hq*Dv].
+ * The padding mask is cut to its last Lk columns.
+ */
+export function attendToKeys(q: Tensor, keys: Tensor, values: Tensor, o: CausalAttentionOptions): Tensor {
+  const [B, L, Hq] = q.shape;
+  const Lk = keys.shape[2], maskLk = o.mask?.shape[o.mask.ndim - 1] ?? 0;
   const mask = o.mask && maskLk > Lk ? o.mask.narrow(o.mask.ndim - 1, maskLk - Lk, Lk) : o.mask;
-  const out = scaledDotProductAttention(q.transpose(1, 2), kv.keys, kv.values, {
+  const out = scaledDotProductAttention(q.transpose(1, 2), keys, values, {
     mask, scale: o.scale, isCausal: true, softcap: o.softcap, window: o.window,
   });
-  return out.transpose(1, 2).reshape(B, L, Hq * kv.values.shape[3]);
+  return out.transpose(1, 2).reshape(B, L, Hq * values.shape[3]);
 }
 
 export interface RotaryAttentionOptions {

@@ -50,7 +50,7 @@ interface DynamicNtkState {
 export class UnsupportedRopeError extends Error {}
 
 /** Supported rope types (config `rope_type`). */
-export const ROPE_TYPES = ["default", "linear", "llama3", "longrope", "dynamic", "yarn"] as const;
+export const ROPE_TYPES = ["default", "linear", "llama3", "longrope", "dynamic", "yarn", "proportional"] as const;
 
 /** 1 / base^(2i/dim) for i < dim/2 in float32, as torch computes it (the base cast to float32). */
 function defaultInvFreq(base: number, dim: number): Float32Array {
@@ -68,6 +68,7 @@ function defaultInvFreq(base: number, dim: number): Float32Array {
  * Throws UnsupportedRopeError naming an unknown rope type.
  */
 export function computeInvFreq(rope: RopeParameters, headDim: number): RopeTables {
+  if (rope.rope_type === "proportional") return proportionalTables(rope, headDim);
   const dim = Math.floor(headDim * (rope.partial_rotary_factor ?? 1));
   const base = rope.rope_theta;
   const half = Math.floor(dim / 2);
@@ -188,6 +189,20 @@ function yarnTables(rope: RopeParameters, dim: number): RopeTables {
     invFreq[i] = f(f(interpolation * f(1 - extrapolationFactor)) + f(extrapolation * extrapolationFactor));
   }
   return { dim: half * 2, invFreq, attentionScaling };
+}
+
+/**
+ * Proportional rope (transformers' _compute_proportional_rope_parameters, Gemma 4's full-attention
+ * layers): the tables span the whole head (R = headDim, pairs (i, i + headDim/2)), but only the
+ * first partial_rotary_factor * headDim / 2 frequencies base^(-2i/headDim) are nonzero; the others
+ * are 0 (cos 1, sin 0: those dims pass through). All are divided by `factor` (default 1).
+ */
+function proportionalTables(rope: RopeParameters, headDim: number): RopeTables {
+  const angles = Math.floor(((rope.partial_rotary_factor ?? 1) * headDim) / 2);
+  const factor = rope.factor ?? 1;
+  const invFreq = new Float32Array(Math.floor(headDim / 2));
+  for (let i = 0; i < angles; i++) invFreq[i] = f(f(1 / f(f(rope.rope_theta) ** f((2 * i) / headDim))) / factor);
+  return { dim: invFreq.length * 2, invFreq, attentionScaling: 1 };
 }
 
 function need(rope: RopeParameters, key: string): number {

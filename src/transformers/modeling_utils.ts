@@ -12,6 +12,7 @@ import { isFloating } from "../tensor/dtype.js";
 import { encode } from "../tensor/host.js";
 import { Tensor } from "../tensor/tensor.js";
 import type { KVCache } from "./cache_utils.js";
+import { applyCheckpointLayout, type CheckpointLayout } from "./checkpoint_layout.js";
 import type { RawConfig } from "./configuration.js";
 import { generate, generateStream, type GenerationOptions } from "./generation/utils.js";
 
@@ -60,6 +61,8 @@ export abstract class PreTrainedModel extends Module {
   cacheRecomputeLength(): number | undefined { return undefined; }
   /** Checkpoint keys that are not weights of this model and are skipped (e.g. rotary buffers). */
   protected ignoredKeys(): RegExp[] { return [/\.rotary_emb\.inv_freq$/]; }
+  /** How the family's Hub files name their tensors (wrapper prefixes, skipped towers); null = as the module tree. */
+  protected checkpointLayout(): CheckpointLayout | null { return null; }
 
   /**
    * The model's floating dtype, as transformers' `model.dtype`: that of its first floating
@@ -84,9 +87,11 @@ export abstract class PreTrainedModel extends Module {
    * Load `weights` (name -> raw checkpoint tensor) into the parameters: each tensor is converted to
    * `dtype` (floating weights only; undefined keeps the stored dtype, as transformers' dtype="auto")
    * and placed on `device` (on cpu, a tensor kept as stored is a view of the file buffer, no copy).
+   * The family's checkpointLayout is applied first (renames, knowingly skipped tensors, fused experts).
    * Throws WeightLoadError naming missing keys, unexpected keys and shape mismatches.
    */
   loadWeights(weights: Map<string, RawTensor>, device: Device, dtype?: DType): void {
+    weights = applyCheckpointLayout(weights, this.checkpointLayout(), this.constructor.name);
     const params = new Map(this.namedParameters());
     const tied = this.tiedWeights();
     const ignored = this.ignoredKeys();

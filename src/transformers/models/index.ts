@@ -7,6 +7,7 @@ import type { PreTrainedModel } from "../modeling_utils.js";
 import { GemmaForCausalLM } from "./gemma.js";
 import { Gemma2ForCausalLM } from "./gemma2.js";
 import { Gemma3ForCausalLM } from "./gemma3.js";
+import { Gemma4ForCausalLM, Gemma4ForConditionalGeneration } from "./gemma4.js";
 import { GPT2LMHeadModel } from "./gpt2.js";
 import { LlamaForCausalLM, MistralForCausalLM } from "./llama.js";
 import { MixtralForCausalLM } from "./mixtral.js";
@@ -14,7 +15,8 @@ import { Phi3ForCausalLM } from "./phi3.js";
 import { Qwen2ForCausalLM } from "./qwen2.js";
 import { Qwen3ForCausalLM } from "./qwen3.js";
 import { Qwen3MoeForCausalLM } from "./qwen3_moe.js";
-import { Qwen3_5ForCausalLM } from "./qwen3_5.js";
+import { Qwen3_5ForCausalLM, Qwen3_5ForConditionalGeneration } from "./qwen3_5.js";
+import { Qwen3_5MoeForCausalLM, Qwen3_5MoeForConditionalGeneration } from "./qwen3_5_moe.js";
 
 export type CausalLMClass = new (config: RawConfig) => PreTrainedModel;
 
@@ -28,9 +30,14 @@ export const CAUSAL_LM_ARCHITECTURES: Record<string, CausalLMClass> = {
   GPT2LMHeadModel,
   Qwen3MoeForCausalLM,
   Qwen3_5ForCausalLM,
+  Qwen3_5ForConditionalGeneration,
+  Qwen3_5MoeForCausalLM,
+  Qwen3_5MoeForConditionalGeneration,
   GemmaForCausalLM,
   Gemma2ForCausalLM,
   Gemma3ForCausalLM,
+  Gemma4ForCausalLM,
+  Gemma4ForConditionalGeneration,
 };
 
 const MODEL_TYPES: Record<string, string> = {
@@ -43,9 +50,14 @@ const MODEL_TYPES: Record<string, string> = {
   gpt2: "GPT2LMHeadModel",
   qwen3_moe: "Qwen3MoeForCausalLM",
   qwen3_5_text: "Qwen3_5ForCausalLM",
+  qwen3_5: "Qwen3_5ForConditionalGeneration",
+  qwen3_5_moe_text: "Qwen3_5MoeForCausalLM",
+  qwen3_5_moe: "Qwen3_5MoeForConditionalGeneration",
   gemma: "GemmaForCausalLM",
   gemma2: "Gemma2ForCausalLM",
   gemma3_text: "Gemma3ForCausalLM",
+  gemma4_text: "Gemma4ForCausalLM",
+  gemma4: "Gemma4ForConditionalGeneration",
 };
 
 export class UnsupportedArchitectureError extends Error {}

@@ -1,6 +1,6 @@
 /**
  * Qwen3.5, text model (transformers' models/qwen3_5/modeling_qwen3_5.py: Qwen3_5ForCausalLM +
- * Qwen3_5TextConfig), a hybrid: `layer_types` mixes Gated DeltaNet linear attention
+ * Qwen3_5TextConfig, and the text path of the Hub's Qwen3_5ForConditionalGeneration), a hybrid: `layer_types` mixes Gated DeltaNet linear attention
  * (`linear_attn`) with gated full attention (`self_attn`, partial rotary, q/k norms, output gate).
  *
  *   embed_tokens -> N x [x + mixer(input_layernorm(x)); x + mlp(post_attention_layernorm(x))]
@@ -25,6 +25,8 @@ import type { Device } from "../../devices/device.js";
 import type { KVCache, LayerKVCache } from "../cache_utils.js";
 import type { LinearAttentionState } from "../cache_linear_attention.js";
 import { bool, num, ropeParameters, str, type RawConfig } from "../configuration.js";
+import { LANGUAGE_MODEL_RENAME, wrappedTextConfig, type CheckpointLayout } from "../checkpoint_layout.js";
+import type { TensorModule } from "../decoder_lm.js";
 import { PreTrainedModel, paddingMask, type CausalLMInputs } from "../modeling_utils.js";
 
 // ------------------------------------------------------------------ config
@@ -195,18 +197,21 @@ interface LayerContext {
   cache: KVCache | null;
 }
 
+/** The feed-forward block of layer `layerIdx` (Qwen3.5: a gated MLP; Qwen3.5-MoE: experts plus a shared expert). */
+export type Qwen3_5MlpFactory = (layerIdx: number) => TensorModule;
+
 class Qwen3_5DecoderLayer extends Module {
   readonly linear_attn: Qwen3_5GatedDeltaNet | null;
   readonly self_attn: Qwen3_5Attention | null;
-  readonly mlp: GatedMLP;
+  readonly mlp: TensorModule;
   readonly input_layernorm: RMSNorm;
   readonly post_attention_layernorm: RMSNorm;
-  constructor(c: Qwen3_5TextConfig, private readonly layerIdx: number) {
+  constructor(c: Qwen3_5TextConfig, private readonly layerIdx: number, mlp: TensorModule) {
     super();
     const linear = c.layerTypes[layerIdx] === "linear_attention";
     this.linear_attn = linear ? this.module("linear_attn", new Qwen3_5GatedDeltaNet(c)) : null;
     this.self_attn = linear ? null : this.module("self_attn", new Qwen3_5Attention(c));
-    this.mlp = this.module("mlp", new GatedMLP(c.hiddenSize, c.intermediateSize, c.hiddenAct));
+    this.mlp = this.module("mlp", mlp);
     this.input_layernorm = this.module("input_layernorm", new RMSNorm(c.hiddenSize, c.rmsNormEps, 1));
     this.post_attention_layernorm = this.module("post_attention_layernorm", new RMSNorm(c.hiddenSize, c.rmsNormEps, 1));
   }
@@ -225,10 +230,10 @@ class Qwen3_5TextModel extends Module {
   readonly embed_tokens: Embedding;
   readonly layers: ModuleList<Qwen3_5DecoderLayer>;
   readonly norm: RMSNorm;
-  constructor(c: Qwen3_5TextConfig) {
+  constructor(c: Qwen3_5TextConfig, makeMlp: Qwen3_5MlpFactory) {
     super();
     this.embed_tokens = this.module("embed_tokens", new Embedding(c.vocabSize, c.hiddenSize));
-    this.layers = this.module("layers", new ModuleList(Array.from({ length: c.numHiddenLayers }, (_, i) => new Qwen3_5DecoderLayer(c, i))));
+    this.layers = this.module("layers", new ModuleList(Array.from({ length: c.numHiddenLayers }, (_, i) => new Qwen3_5DecoderLayer(c, i, makeMlp(i)))));
     this.norm = this.module("norm", new RMSNorm(c.hiddenSize, c.rmsNormEps, 1));
   }
 }
@@ -250,10 +255,14 @@ export class Qwen3_5ForCausalLM extends PreTrainedModel {
   readonly model: Qwen3_5TextModel;
   readonly lm_head: Linear;
 
-  constructor(raw: RawConfig) {
+  /**
+   * `c` and `makeMlp`: a derived family's config and feed-forward block (Qwen3.5-MoE); by default
+   * Qwen3_5MLP, the dense gated MLP.
+   */
+  constructor(raw: RawConfig, c = new Qwen3_5TextConfig(raw), makeMlp: Qwen3_5MlpFactory = () => new GatedMLP(c.hiddenSize, c.intermediateSize, c.hiddenAct)) {
     super(raw);
-    this.c = new Qwen3_5TextConfig(raw);
-    this.model = this.module("model", new Qwen3_5TextModel(this.c));
+    this.c = c;
+    this.model = this.module("model", new Qwen3_5TextModel(c, makeMlp));
     this.lm_head = this.module("lm_head", new Linear(this.c.hiddenSize, this.c.vocabSize, false));
   }
 
@@ -262,9 +271,9 @@ export class Qwen3_5ForCausalLM extends PreTrainedModel {
   protected override tiedWeights(): Record<string, string> {
     return this.c.tieWordEmbeddings ? { "lm_head.weight": "model.embed_tokens.weight" } : {};
   }
-  /** The multi-token-prediction head and the vision tower of full Qwen3.5 checkpoints are not used. */
-  protected override ignoredKeys(): RegExp[] {
-    return [...super.ignoredKeys(), /^mtp\./, /^model\.visual\./];
+  /** The multi-token-prediction layers (`mtp.*`) of Qwen3.5 Hub files are not used (transformers skips them too). */
+  protected override checkpointLayout(): CheckpointLayout | null {
+    return { skip: ["mtp."] };
   }
 
   forward({ inputIds, positionIds, attentionMask, cache, logitsToKeep = 0 }: CausalLMInputs): Tensor {
@@ -282,5 +291,20 @@ export class Qwen3_5ForCausalLM extends PreTrainedModel {
     }
     if (logitsToKeep > 0 && logitsToKeep < L) x = x.narrow(1, L - logitsToKeep, logitsToKeep);
     return this.lm_head.forward(this.model.norm.forward(x));
+  }
+}
+
+/**
+ * Qwen3_5ForConditionalGeneration, as Qwen/Qwen3.5-* ship it, run for text generation: the text
+ * config is `text_config`, the language model's weights are read from `model.language_model.*`,
+ * `lm_head` stays at the root; the vision tower (`model.visual.*`) and the MTP layers (`mtp.*`) are
+ * skipped knowingly.
+ */
+export class Qwen3_5ForConditionalGeneration extends Qwen3_5ForCausalLM {
+  constructor(raw: RawConfig) {
+    super(wrappedTextConfig(raw));
+  }
+  protected override checkpointLayout(): CheckpointLayout {
+    return { renames: [LANGUAGE_MODEL_RENAME], skip: ["model.visual.", "mtp."] };
   }
 }
