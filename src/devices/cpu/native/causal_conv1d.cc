@@ -12,12 +12,14 @@ namespace tsorch {
 
 namespace {
 
-// o[c] += w[c] * x[c] over C contiguous channels (AVX-512 / AVX2 picked at load time on x86-64 Linux).
+// acc[c] += w[c] * x[c] over C contiguous channels, in double so that the K taps round once
+// (AVX-512 / AVX2 picked at load time on x86-64 Linux).
 #if defined(__x86_64__) && defined(__linux__) && !defined(__clang__)
 __attribute__((target_clones("avx512f", "avx2", "default")))
 #endif
-void axpy_rows(float* __restrict o, const float* __restrict w, const float* __restrict x, int64_t C) {
-  for (int64_t c = 0; c < C; ++c) o[c] += w[c] * x[c];
+void axpy_rows(double* __restrict acc, const float* __restrict w, const float* __restrict x,
+               int64_t C) {
+  for (int64_t c = 0; c < C; ++c) acc[c] += static_cast<double>(w[c]) * x[c];
 }
 
 }  // namespace
@@ -35,12 +37,14 @@ void causal_conv1d(const float* x, const float* w, const float* state, float* ou
     for (int64_t i = 0; i < K; ++i) wt[i * C + c] = w[c * K + i];
   parallel_rows(B * L, 2.0 * static_cast<double>(C * K), [&](int64_t bt) {
     const int64_t b = bt / L, t = bt % L;
-    float* o = out + bt * C;
-    std::memset(o, 0, sizeof(float) * C);
+    thread_local std::vector<double> acc;
+    acc.assign(C, 0.0);
     for (int64_t i = 0; i < K; ++i) {
       const float* xr = row(b, t + i);
-      if (xr) axpy_rows(o, wt.data() + i * C, xr, C);
+      if (xr) axpy_rows(acc.data(), wt.data() + i * C, xr, C);
     }
+    float* o = out + bt * C;
+    for (int64_t c = 0; c < C; ++c) o[c] = static_cast<float>(acc[c]);
   });
   for (int64_t b = 0; b < B; ++b) {
     for (int64_t r = 0; r < P; ++r) {

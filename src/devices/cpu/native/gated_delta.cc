@@ -22,34 +22,36 @@ __attribute__((target_clones("avx512f", "avx2", "default")))
 void scan_head(const float* __restrict q, const float* __restrict k, const float* __restrict v,
                const float* __restrict g, const float* __restrict beta, float* __restrict S,
                float* __restrict o, int64_t L, int64_t Dk, int64_t Dv, int64_t qk_step,
-               int64_t v_step, int64_t gb_step, int64_t o_step, float* __restrict kv) {
+               int64_t v_step, int64_t gb_step, int64_t o_step, double* __restrict kv,
+               double* __restrict acc) {
   for (int64_t t = 0; t < L; ++t) {
     const float* qt = q + t * qk_step;
     const float* kt = k + t * qk_step;
     const float* vt = v + t * v_step;
     const float decay = std::exp(g[t * gb_step]), b = beta[t * gb_step];
-    for (int64_t j = 0; j < Dv; ++j) kv[j] = 0.f;
+    for (int64_t j = 0; j < Dv; ++j) kv[j] = 0.0;
     for (int64_t i = 0; i < Dk; ++i) {
       float* __restrict row = S + i * Dv;
       const float ki = kt[i];
       for (int64_t j = 0; j < Dv; ++j) {
         const float s = row[j] * decay;
         row[j] = s;
-        kv[j] += s * ki;
+        kv[j] += static_cast<double>(s) * ki;
       }
     }
     for (int64_t j = 0; j < Dv; ++j) kv[j] = (vt[j] - kv[j]) * b;  // kv now holds delta
-    float* __restrict ot = o + t * o_step;
-    for (int64_t j = 0; j < Dv; ++j) ot[j] = 0.f;
+    for (int64_t j = 0; j < Dv; ++j) acc[j] = 0.0;
     for (int64_t i = 0; i < Dk; ++i) {
       float* __restrict row = S + i * Dv;
       const float ki = kt[i], qi = qt[i];
       for (int64_t j = 0; j < Dv; ++j) {
-        const float s = row[j] + ki * kv[j];
+        const float s = static_cast<float>(row[j] + ki * kv[j]);
         row[j] = s;
-        ot[j] += s * qi;
+        acc[j] += static_cast<double>(s) * qi;
       }
     }
+    float* __restrict ot = o + t * o_step;
+    for (int64_t j = 0; j < Dv; ++j) ot[j] = static_cast<float>(acc[j]);
   }
 }
 
@@ -64,10 +66,10 @@ void gated_delta_rule(const float* q, const float* k, const float* v, const floa
     float* S = state_out + bh * Dk * Dv;
     if (state) std::memcpy(S, state + bh * Dk * Dv, sizeof(float) * Dk * Dv);
     else std::memset(S, 0, sizeof(float) * Dk * Dv);
-    std::vector<float> kv(Dv);
+    std::vector<double> kv(Dv), acc(Dv);
     const int64_t qk0 = (b * L * H + h) * Dk, v0 = (b * L * H + h) * Dv, gb0 = b * L * H + h;
     scan_head(q + qk0, k + qk0, v + v0, g + gb0, beta + gb0, S, out + v0, L, Dk, Dv, H * Dk,
-              H * Dv, H, H * Dv, kv.data());
+              H * Dv, H, H * Dv, kv.data(), acc.data());
   });
 }
 
