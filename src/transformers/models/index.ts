@@ -15,6 +15,7 @@ import { Qwen2ForCausalLM } from "./qwen2.js";
 import { Qwen3ForCausalLM } from "./qwen3.js";
 import { Qwen3MoeForCausalLM } from "./qwen3_moe.js";
 import { Qwen3_5ForCausalLM } from "./qwen3_5.js";
+import { SmolLM3ForCausalLM } from "./smollm3.js";
 
 export type CausalLMClass = new (config: RawConfig) => PreTrainedModel;
 
@@ -31,6 +32,7 @@ export const CAUSAL_LM_ARCHITECTURES: Record<string, CausalLMClass> = {
   GemmaForCausalLM,
   Gemma2ForCausalLM,
   Gemma3ForCausalLM,
+  SmolLM3ForCausalLM,
 };
 
 const MODEL_TYPES: Record<string, string> = {
@@ -46,6 +48,7 @@ const MODEL_TYPES: Record<string, string> = {
   gemma: "GemmaForCausalLM",
   gemma2: "Gemma2ForCausalLM",
   gemma3_text: "Gemma3ForCausalLM",
+  smollm3: "SmolLM3ForCausalLM",
 };
 
 export class UnsupportedArchitectureError extends Error {}
