@@ -7,6 +7,7 @@ import type { PreTrainedModel } from "../modeling_utils.js";
 import { GemmaForCausalLM } from "./gemma.js";
 import { Gemma2ForCausalLM } from "./gemma2.js";
 import { Gemma3ForCausalLM } from "./gemma3.js";
+import { Glm4MoeForCausalLM } from "./glm4_moe.js";
 import { GPT2LMHeadModel } from "./gpt2.js";
 import { LlamaForCausalLM, MistralForCausalLM } from "./llama.js";
 import { MixtralForCausalLM } from "./mixtral.js";
@@ -33,6 +34,7 @@ export const CAUSAL_LM_ARCHITECTURES: Record<string, CausalLMClass> = {
   Gemma2ForCausalLM,
   Gemma3ForCausalLM,
   SmolLM3ForCausalLM,
+  Glm4MoeForCausalLM,
 };
 
 const MODEL_TYPES: Record<string, string> = {
@@ -49,6 +51,7 @@ const MODEL_TYPES: Record<string, string> = {
   gemma2: "Gemma2ForCausalLM",
   gemma3_text: "Gemma3ForCausalLM",
   smollm3: "SmolLM3ForCausalLM",
+  glm4_moe: "Glm4MoeForCausalLM",
 };
 
 export class UnsupportedArchitectureError extends Error {}
