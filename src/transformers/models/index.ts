@@ -4,6 +4,7 @@
  */
 import type { RawConfig } from "../configuration.js";
 import type { PreTrainedModel } from "../modeling_utils.js";
+import { DeepseekV3ForCausalLM } from "./deepseek_v3.js";
 import { GemmaForCausalLM } from "./gemma.js";
 import { Gemma2ForCausalLM } from "./gemma2.js";
 import { Gemma3ForCausalLM } from "./gemma3.js";
@@ -35,6 +36,7 @@ export const CAUSAL_LM_ARCHITECTURES: Record<string, CausalLMClass> = {
   Gemma3ForCausalLM,
   SmolLM3ForCausalLM,
   Glm4MoeForCausalLM,
+  DeepseekV3ForCausalLM,
 };
 
 const MODEL_TYPES: Record<string, string> = {
@@ -52,6 +54,7 @@ const MODEL_TYPES: Record<string, string> = {
   gemma3_text: "Gemma3ForCausalLM",
   smollm3: "SmolLM3ForCausalLM",
   glm4_moe: "Glm4MoeForCausalLM",
+  deepseek_v3: "DeepseekV3ForCausalLM",
 };
 
 export class UnsupportedArchitectureError extends Error {}
