@@ -23,6 +23,8 @@ export interface SdpaParams {
   causalOffset: number;
   /** Sliding window size in keys (with causalOffset >= 0); 0 = unlimited. */
   window: number;
+  /** Attention sinks: contiguous float32 [Hq], one extra softmax logit per query head whose column is dropped; null = none. */
+  sinks: Tensor | null;
 }
 
 /** The ops a device implements. `out` tensors are freshly allocated and contiguous unless noted. */

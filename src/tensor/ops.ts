@@ -353,6 +353,11 @@ export interface AttentionOptions {
   window?: number;
   /** Tanh soft-capping of the scores (Gemma 2). */
   softcap?: number;
+  /**
+   * Attention sinks [Hq] (gpt-oss): per query head one more logit joins the softmax after scaling
+   * and masking, and its column is dropped, so each row's weights sum below 1.
+   */
+  sinks?: Tensor | null;
 }
 
 /**
@@ -362,11 +367,14 @@ export interface AttentionOptions {
  * view of a contiguous [B, Lq, Hq, Dv] buffer, so `.transpose(1, 2).reshape(B, Lq, Hq*Dv)` is free).
  */
 export function scaledDotProductAttention(q: Tensor, k: Tensor, v: Tensor, opts: AttentionOptions = {}): Tensor {
-  const device = checkSameDevice("scaled_dot_product_attention", q, k, v, opts.mask);
+  const device = checkSameDevice("scaled_dot_product_attention", q, k, v, opts.mask, opts.sinks);
   if (q.ndim !== 4 || k.ndim !== 4 || v.ndim !== 4) throw new RangeError(`scaled_dot_product_attention: expected 4-D q, k, v, got [${q.shape}], [${k.shape}], [${v.shape}]`);
   const [B, Hq, Lq, D] = q.shape, [Bk, Hkv, Lk, Dk] = k.shape, [Bv, Hv, Lv, Dv] = v.shape;
   if (Bk !== B || Bv !== B || Dk !== D || Hv !== Hkv || Lv !== Lk || Hq % Hkv !== 0) {
     throw new RangeError(`scaled_dot_product_attention: incompatible shapes q [${q.shape}], k [${k.shape}], v [${v.shape}]`);
+  }
+  if (opts.sinks && (opts.sinks.ndim !== 1 || opts.sinks.shape[0] !== Hq)) {
+    throw new RangeError(`scaled_dot_product_attention: sinks [${opts.sinks.shape}] must be [${Hq}] (one per query head)`);
   }
   let mask: Tensor | null = null;
   if (opts.mask) {
@@ -381,6 +389,7 @@ export function scaledDotProductAttention(q: Tensor, k: Tensor, v: Tensor, opts:
       softcap: opts.softcap ?? 0,
       causalOffset: opts.isCausal ? Lk - Lq : -1,
       window: opts.window ?? 0,
+      sinks: opts.sinks ? f32(opts.sinks).contiguous() : null,
     });
   }
   return out.transpose(1, 2);

@@ -56,7 +56,7 @@ export function cpuKernels(): Partial<KernelSignatures> {
       const [B, Hq, Lq, D] = q.shape, [, Hkv, Lk] = k.shape, Dv = v.shape[3];
       native().sdpa(buf(q), strides(q), buf(k), strides(k), buf(v), strides(v), buf(out),
         mask ? buf(mask) : null, mask ? strides(mask).slice(0, 3) : [0, 0, 0],
-        B, Hq, Hkv, Lq, Lk, D, Dv, p.scale, p.softcap, p.causalOffset, p.window);
+        B, Hq, Hkv, Lq, Lk, D, Dv, p.scale, p.softcap, p.causalOffset, p.window, p.sinks ? buf(p.sinks) : null);
     },
     rmsNorm: (x, w, out, eps, offset) => native().rmsNorm(buf(x), buf(w), code(w), buf(out), rowsOf(x), last(x), eps, offset),
     layerNorm: (x, w, b, out, eps) =>

@@ -117,11 +117,13 @@ export interface NativeCpu {
    * mask: null or a float32 additive mask read as mask[b*ms0 + h*ms1 + i*ms2 + j] (3 strides,
    * stride 0 to broadcast), added after softcap. A query whose keys are all masked outputs zeros.
    * Softmax in float32, then out = p @ v. Mirrors transformers' eager_attention_forward.
+   * sinks: null or float32 [Hq]: per query head one more softmax logit whose column is dropped
+   * (gpt-oss attention sinks), so each row's probabilities sum below 1.
    */
   sdpa(q: Buf, qStrides: number[], k: Buf, kStrides: number[], v: Buf, vStrides: number[],
        out: Buf, mask: Buf | null, maskStrides: number[],
        B: number, Hq: number, Hkv: number, Lq: number, Lk: number, D: number, Dv: number,
-       scale: number, softcap: number, causalOffset: number, window: number): void;
+       scale: number, softcap: number, causalOffset: number, window: number, sinks: Buf | null): void;
 
   /** RMSNorm over the last axis of contiguous float32 [rows, n]:
    * out = x / sqrt(mean(x^2) + eps) * (offset + w); w [n] of wDtype (offset is 1 for Gemma). */

@@ -243,9 +243,9 @@ napi_value Matmul(napi_env env, napi_callback_info info) {
 }
 
 // sdpa(q, qStrides, k, kStrides, v, vStrides, out, mask, maskStrides, B, Hq, Hkv, Lq, Lk, D, Dv,
-//      scale, softcap, causalOffset, window): attention with GQA and masks.
+//      scale, softcap, causalOffset, window, sinks): attention with GQA, masks and sinks.
 napi_value Sdpa(napi_env env, napi_callback_info info) {
-  Args args(env, info, "sdpa", 20);
+  Args args(env, info, "sdpa", 21);
   const Buffer q = args.buffer(0, "q");
   const Dims qs = args.ints(1, "qStrides", 4);
   const Buffer k = args.buffer(2, "k");
@@ -261,6 +261,7 @@ napi_value Sdpa(napi_env env, napi_callback_info info) {
   const double scale = args.number(16, "scale"), softcap = args.number(17, "softcap");
   const int64_t causal = args.integer(18, "causalOffset", -(int64_t(1) << 53));
   const int64_t window = args.integer(19, "window", -(int64_t(1) << 53));
+  const Buffer sinks = args.buffer(20, "sinks", true);
   if (args.failed()) return nullptr;
   args.check(Hq % Hkv == 0, false, "Hq = %lld is not a multiple of Hkv = %lld",
              static_cast<long long>(Hq), static_cast<long long>(Hkv));
@@ -269,6 +270,7 @@ napi_value Sdpa(napi_env env, napi_callback_info info) {
   args.fits(v, kF32, {B, Hkv, Lk, Dv}, vs);
   args.fits(out, kF32, {B, Lq, Hq, Dv});
   if (mask.data) args.fits(mask, kF32, {B, Hq, Lq, Lk}, {ms[0], ms[1], ms[2], 1});
+  if (sinks.data) args.fits(sinks, kF32, {Hq});
   if (args.failed()) return nullptr;
   SdpaArgs s{static_cast<const float*>(q.data), {qs[0], qs[1], qs[2], qs[3]},
              static_cast<const float*>(k.data), {ks[0], ks[1], ks[2], ks[3]},
@@ -276,7 +278,8 @@ napi_value Sdpa(napi_env env, napi_callback_info info) {
              static_cast<float*>(out.data),
              static_cast<const float*>(mask.data), {ms[0], ms[1], ms[2]},
              B, Hq, Hkv, Lq, Lk, D, Dv,
-             static_cast<float>(scale), static_cast<float>(softcap), causal, window};
+             static_cast<float>(scale), static_cast<float>(softcap), causal, window,
+             static_cast<const float*>(sinks.data)};
   sdpa(s);
   return undefined(env);
 }

@@ -62,6 +62,7 @@ struct SdpaArgs {
   int64_t B, Hq, Hkv, Lq, Lk, D, Dv;
   float scale, softcap;
   int64_t causal_offset, window;
+  const float* sinks;  // [Hq] attention-sink logits (gpt-oss), or null
 };
 void sdpa(const SdpaArgs& a);
 
