@@ -6,7 +6,7 @@
  */
 import { testCliOnFixture, testTinyFixture } from "./helpers/fixture_checks.js";
 
-for (const arch of ["smollm3", "glm4_moe", "deepseek_v3"]) {
+for (const arch of ["smollm3", "glm4_moe", "deepseek_v3", "gpt_oss"]) {
   testTinyFixture(arch);
   testCliOnFixture(arch);
 }

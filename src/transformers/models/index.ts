@@ -10,6 +10,7 @@ import { Gemma2ForCausalLM } from "./gemma2.js";
 import { Gemma3ForCausalLM } from "./gemma3.js";
 import { Glm4MoeForCausalLM } from "./glm4_moe.js";
 import { GPT2LMHeadModel } from "./gpt2.js";
+import { GptOssForCausalLM } from "./gpt_oss.js";
 import { LlamaForCausalLM, MistralForCausalLM } from "./llama.js";
 import { MixtralForCausalLM } from "./mixtral.js";
 import { Phi3ForCausalLM } from "./phi3.js";
@@ -37,6 +38,7 @@ export const CAUSAL_LM_ARCHITECTURES: Record<string, CausalLMClass> = {
   SmolLM3ForCausalLM,
   Glm4MoeForCausalLM,
   DeepseekV3ForCausalLM,
+  GptOssForCausalLM,
 };
 
 const MODEL_TYPES: Record<string, string> = {
@@ -55,6 +57,7 @@ const MODEL_TYPES: Record<string, string> = {
   smollm3: "SmolLM3ForCausalLM",
   glm4_moe: "Glm4MoeForCausalLM",
   deepseek_v3: "DeepseekV3ForCausalLM",
+  gpt_oss: "GptOssForCausalLM",
 };
 
 export class UnsupportedArchitectureError extends Error {}
