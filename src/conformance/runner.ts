@@ -8,12 +8,13 @@ import { place, type Case } from "./case.js";
 import { copyCases } from "./cases/copy.js";
 import { elementwiseCases } from "./cases/elementwise.js";
 import { nnCases } from "./cases/nn.js";
+import { quantCases } from "./cases/quant.js";
 import { reduceFamilyCases } from "./cases/reduce.js";
 import { errorRatio, num, type Value } from "./reference.js";
 
 /** Every conformance case. */
 export function allCases(): Case[] {
-  return [...copyCases(), ...elementwiseCases(), ...reduceFamilyCases(), ...nnCases()];
+  return [...copyCases(), ...elementwiseCases(), ...reduceFamilyCases(), ...nnCases(), ...quantCases()];
 }
 
 export interface CaseResult {

@@ -436,6 +436,25 @@ export function applyRotary(x: Tensor, cos: Tensor, sin: Tensor): Tensor {
   return out;
 }
 
+/**
+ * MXFP4 (OCP microscaling FP4) to float32, as transformers' convert_moe_packed_tensors: blocks
+ * int32 [..., nb, 4] hold each block's 16 packed bytes as 4 little-endian words (32 e2m1 codes, low
+ * nibble first); scales int32 [..., ceil(nb / 4)] hold each row's nb uint8 exponents (bias 127),
+ * padded to whole words. Returns float32 [..., nb * 32]: code value × 2^(scale − 127).
+ */
+export function dequantizeMxfp4(blocks: Tensor, scales: Tensor): Tensor {
+  checkSameDevice("dequantize_mxfp4", blocks, scales);
+  const nb = blocks.shape[blocks.ndim - 2], lead = blocks.shape.slice(0, -2);
+  if (blocks.dtype !== "int32" || scales.dtype !== "int32" || blocks.ndim < 2 || blocks.shape[blocks.ndim - 1] !== 4 ||
+      !sameShape(scales.shape, [...lead, Math.ceil(nb / 4)])) {
+    throw new RangeError(`dequantize_mxfp4: expected int32 blocks [..., nb, 4] and scales [..., ceil(nb / 4)], got ${blocks.dtype} [${blocks.shape}] and ${scales.dtype} [${scales.shape}]`);
+  }
+  const R = numel(lead);
+  const out = empty([...lead, nb * 32], "float32", blocks.device);
+  if (out.numel > 0) getKernel("dequantMxfp4", blocks.device.type)(blocks.reshape(R, nb, 4).contiguous(), scales.reshape(R, Math.ceil(nb / 4)).contiguous(), out);
+  return out;
+}
+
 /** Rows of `table` [V, dim] at integer `ids` (any shape) -> float32 [...ids.shape, dim]. */
 export function embedding(ids: Tensor, table: Tensor): Tensor {
   checkSameDevice("embedding", ids, table);

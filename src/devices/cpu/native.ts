@@ -149,6 +149,11 @@ export interface NativeCpu {
   embedding(table: Buf, tableDtype: number, V: number, ids: Buf, idsDtype: number, out: Buf,
             n: number, dim: number): void;
 
+  /** MXFP4 to float32 [rows, nb * 32] (transformers' convert_moe_packed_tensors): row r has nb
+   * blocks of 16 bytes (e2m1 codes, low nibble first) at blocks[r * nb * 16], and their uint8
+   * scale exponents (bias 127) at scales[r * scaleRow]. */
+  dequantMxfp4(blocks: Buf, scales: Buf, scaleRow: number, out: Buf, rows: number, nb: number): void;
+
   /** Row-wise sort of contiguous float32 [rows, n]; stable; values and int64 indices out. */
   sort(x: Buf, outValues: Buf, outIndices: Buf, rows: number, n: number, descending: number): void;
 

@@ -381,6 +381,29 @@ napi_value Embedding(napi_env env, napi_callback_info info) {
   return undefined(env);
 }
 
+// dequantMxfp4(blocks, scales, scaleRow, out, rows, nb): MXFP4 blocks (16 bytes of e2m1 codes per
+// 32 values, low nibble first) times 2^(scale - 127) -> float32 [rows, nb * 32].
+napi_value DequantMxfp4(napi_env env, napi_callback_info info) {
+  Args args(env, info, "dequantMxfp4", 6);
+  const Buffer blocks = args.buffer(0, "blocks");
+  const Buffer scales = args.buffer(1, "scales");
+  const int64_t scale_row = args.integer(2, "scaleRow");
+  const Buffer out = args.buffer(3, "out");
+  const int64_t rows = args.integer(4, "rows"), nb = args.integer(5, "nb");
+  if (args.failed()) return nullptr;
+  args.check(scale_row >= nb, false, "scaleRow %lld is shorter than nb = %lld",
+             static_cast<long long>(scale_row), static_cast<long long>(nb));
+  args.check(blocks.bytes >= static_cast<size_t>(rows * nb * 16), false, "argument 'blocks' holds %zu bytes, needs %lld",
+             blocks.bytes, static_cast<long long>(rows * nb * 16));
+  args.check(scales.bytes >= static_cast<size_t>(rows > 0 ? (rows - 1) * scale_row + nb : 0), false,
+             "argument 'scales' holds %zu bytes, too few for %lld rows", scales.bytes, static_cast<long long>(rows));
+  args.fits(out, kF32, {rows, nb * 32});
+  if (args.failed()) return nullptr;
+  dequant_mxfp4(static_cast<const uint8_t*>(blocks.data), static_cast<const uint8_t*>(scales.data), scale_row,
+                static_cast<float*>(out.data), rows, nb);
+  return undefined(env);
+}
+
 // sort(x, outValues, outIndices, rows, n, descending): stable row-wise sort with indices.
 napi_value Sort(napi_env env, napi_callback_info info) {
   Args args(env, info, "sort", 6);
@@ -441,6 +464,7 @@ NAPI_MODULE_INIT() {
       {"layerNorm", nullptr, LayerNorm, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
       {"rotary", nullptr, Rotary, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
       {"embedding", nullptr, Embedding, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
+      {"dequantMxfp4", nullptr, DequantMxfp4, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
       {"sort", nullptr, Sort, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
       {"topk", nullptr, Topk, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
   };

@@ -4,6 +4,7 @@ import { attentionKernels } from "./attention.js";
 import { elementwiseKernels } from "./elementwise.js";
 import { gatherKernels } from "./gather.js";
 import { matmulKernels } from "./matmul.js";
+import { mxfp4Kernels } from "./mxfp4.js";
 import { normKernels } from "./norm.js";
 import { reduceKernels } from "./reduce.js";
 import { sortKernels } from "./sort.js";
@@ -16,4 +17,5 @@ export const webgpuKernels: KernelSignatures = {
   ...normKernels,
   ...gatherKernels,
   ...sortKernels,
+  ...mxfp4Kernels,
 };
