@@ -7,7 +7,11 @@
  */
 import { tidy, keep } from "../tensor/scope.js";
 import type { Tensor } from "../tensor/tensor.js";
+import { dequantizeMxfp4 } from "../tensor/ops.js";
 import { Module, type Parameter } from "./module.js";
+
+/** Values per MXFP4 block. */
+const MXFP4_BLOCK = 32;
 
 /** One stacked projection: `out` × `in` per expert. */
 export interface ExpertProjection {
@@ -24,7 +28,8 @@ export interface ExpertMatrices {
 
 interface Stored {
   proj: ExpertProjection;
-  weight: Parameter;
+  /** `${name}`, or `${name}_blocks` and `${name}_scales` (MXFP4). */
+  weight: Parameter | { blocks: Parameter; scales: Parameter };
   bias: Parameter;
 }
 
@@ -32,18 +37,26 @@ export class ExpertWeights extends Module {
   private readonly stored: Stored[];
   private cache: { sources: Tensor[]; matrices: ExpertMatrices } | null = null;
 
-  constructor(readonly numExperts: number, projections: ExpertProjection[]) {
+  /** Throws RangeError when an MXFP4 projection's input size is not a multiple of 32. */
+  constructor(readonly numExperts: number, projections: ExpertProjection[], mxfp4: boolean) {
     super();
-    this.stored = projections.map((proj) => ({
-      proj,
-      weight: this.param(proj.name, [numExperts, proj.in, proj.out]),
-      bias: this.param(`${proj.name}_bias`, [numExperts, proj.out]),
-    }));
+    const E = numExperts;
+    this.stored = projections.map((proj) => {
+      if (mxfp4 && proj.in % MXFP4_BLOCK) throw new RangeError(`MXFP4 experts '${proj.name}': input size ${proj.in} is not a multiple of ${MXFP4_BLOCK}`);
+      const nb = proj.in / MXFP4_BLOCK;
+      return {
+        proj,
+        weight: mxfp4
+          ? { blocks: this.param(`${proj.name}_blocks`, [E, proj.out, nb, 4], "int32"), scales: this.param(`${proj.name}_scales`, [E, proj.out, Math.ceil(nb / 4)], "int32") }
+          : this.param(proj.name, [E, proj.in, proj.out]),
+        bias: this.param(`${proj.name}_bias`, [E, proj.out]),
+      };
+    });
   }
 
   /** Each expert's out × in matrix per projection, and the biases (see the file comment). */
   matrices(): ExpertMatrices {
-    const sources = this.stored.flatMap((s) => [s.weight.value, s.bias.value]);
+    const sources = this.stored.flatMap((s) => [...("blocks" in s.weight ? [s.weight.blocks.value, s.weight.scales.value] : [s.weight.value]), s.bias.value]);
     if (this.cache && this.cache.sources.every((t, i) => t === sources[i])) return this.cache.matrices;
     const matrices: ExpertMatrices = { weights: {}, biases: {} };
     for (const s of this.stored) {
@@ -55,6 +68,7 @@ export class ExpertWeights extends Module {
   }
 
   private expert(s: Stored, e: number): Tensor {
+    if ("blocks" in s.weight) return dequantizeMxfp4(s.weight.blocks.value.select(0, e), s.weight.scales.value.select(0, e)).to("bfloat16");
     return s.weight.value.select(0, e).transpose(0, 1).contiguous();
   }
 }

@@ -12,7 +12,11 @@ import type { Tensor } from "../tensor/tensor.js";
 /** A named weight slot: expected shape, and the tensor once loaded. */
 export class Parameter {
   private tensor: Tensor | null = null;
-  constructor(readonly shape: readonly number[]) {}
+  /**
+   * `dtype`: a fixed storage dtype (e.g. int32 words of packed quantized data), loaded as stored
+   * and never converted; undefined = a floating weight.
+   */
+  constructor(readonly shape: readonly number[], readonly dtype?: DType) {}
 
   /** The loaded tensor; throws when the parameter was never loaded. */
   get value(): Tensor {
@@ -36,9 +40,9 @@ export class Module {
   private readonly params = new Map<string, Parameter>();
   private readonly children = new Map<string, Module>();
 
-  /** Declare a parameter `name` of `shape`. */
-  protected param(name: string, shape: readonly number[]): Parameter {
-    const p = new Parameter(shape);
+  /** Declare a parameter `name` of `shape` (and a fixed non-floating `dtype`, see Parameter). */
+  protected param(name: string, shape: readonly number[], dtype?: DType): Parameter {
+    const p = new Parameter(shape, dtype);
     this.params.set(name, p);
     return p;
   }

@@ -87,8 +87,13 @@ export abstract class PreTrainedModel extends Module {
       const key = weights.has(name) ? name : tied[name];
       let t = loaded.get(key);
       if (!t) {
-        if (!isFloating(raw.dtype)) throw new WeightLoadError(`weight '${key}' is stored as ${raw.dtype}; ${this.constructor.name} expects a floating dtype (float32, float16 or bfloat16)`);
-        t = fromBytes(raw.bytes, raw.dtype, raw.shape, "cpu").to(device, dtype ?? raw.dtype);
+        if (p.dtype) {
+          if (raw.dtype !== p.dtype) throw new WeightLoadError(`weight '${key}' is stored as ${raw.dtype}; ${this.constructor.name} expects ${p.dtype}`);
+          t = fromBytes(raw.bytes, p.dtype, raw.shape, "cpu").to(device);
+        } else {
+          if (raw.dtype === "uint8" || !isFloating(raw.dtype)) throw new WeightLoadError(`weight '${key}' is stored as ${raw.dtype}; ${this.constructor.name} expects a floating dtype (float32, float16 or bfloat16)`);
+          t = fromBytes(raw.bytes, raw.dtype, raw.shape, "cpu").to(device, dtype ?? raw.dtype);
+        }
         loaded.set(key, t);
       }
       try {

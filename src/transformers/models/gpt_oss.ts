@@ -9,19 +9,24 @@
  *   along the last axis), gate = min(gate, limit), up = clamp(up, -limit, limit),
  *   out = ((up + 1) * gate * sigmoid(1.702 gate)) @ down_proj[e] + down_proj_bias[e].
  *
- * Expert weights come input-major as the unquantized Hub files hold them ([E, in, out], x @ W)
- * (nn/expert_weights.ts); each expert is used as an out × in matrix through gatherLinear, so
- * routing stays on the device.
+ * Expert weights come input-major as unquantized files hold them ([E, in, out], x @ W), or as
+ * MXFP4 (`*_blocks` + `*_scales`, quantization_config.quant_method "mxfp4") as the Hub files hold
+ * them, dequantized on the device (nn/expert_weights.ts, transformers/mxfp4.ts); each expert is used
+ * as an out × in matrix through gatherLinear, so routing stays on the device.
  */
+import type { Device } from "../../devices/device.js";
+import type { RawTensor } from "../../hub/index.js";
 import { RotaryAttention, type RotaryAttentionOptions } from "../../nn/attention.js";
 import { ExpertWeights, type ExpertMatrices } from "../../nn/expert_weights.js";
 import { Embedding, Linear, RMSNorm } from "../../nn/layers.js";
 import { Module } from "../../nn/module.js";
 import { add, embedding, gatherLinear, maximum, minimum, mul, sigmoid, softmax, sum, topk } from "../../tensor/ops.js";
 import { tidy } from "../../tensor/scope.js";
+import type { DType } from "../../tensor/dtype.js";
 import type { Tensor } from "../../tensor/tensor.js";
 import { num, withDefaults, type RawConfig } from "../configuration.js";
 import { DecoderLM, DecoderModel, PreNormDecoderLayer } from "../decoder_lm.js";
+import { isMxfp4, mxfp4Words } from "../mxfp4.js";
 import { LlamaConfig } from "./llama.js";
 
 // ------------------------------------------------------------------ config
@@ -43,6 +48,8 @@ export class GptOssConfig extends LlamaConfig {
   readonly layerTypes: string[];
   /** swiglu_limit (7 on the Hub; transformers' unquantized path hard-codes the same 7). */
   readonly swigluLimit: number;
+  /** Expert weights stored as MXFP4 blocks and scales (quantization_config). */
+  readonly mxfp4: boolean;
 
   constructor(raw: RawConfig) {
     const r = withDefaults(raw, GPT_OSS_DEFAULTS);
@@ -53,6 +60,7 @@ export class GptOssConfig extends LlamaConfig {
       ? (r.layer_types as string[])
       : Array.from({ length: this.numHiddenLayers }, (_, i) => ((i + 1) % 2 ? "sliding_attention" : "full_attention"));
     this.swigluLimit = num(r, "swiglu_limit", 7);
+    this.mxfp4 = isMxfp4(r);
   }
 
   override attention(layerIdx: number): RotaryAttentionOptions {
@@ -90,7 +98,7 @@ class GptOssMLP extends Module {
     this.experts = this.module("experts", new ExpertWeights(E, [
       { name: "gate_up_proj", out: 2 * I, in: H },
       { name: "down_proj", out: H, in: I },
-    ]));
+    ], c.mxfp4));
   }
 
   forward(x: Tensor): Tensor {
@@ -129,5 +137,10 @@ export class GptOssForCausalLM extends DecoderLM<GptOssConfig, PreNormDecoderLay
       Array.from({ length: c.numHiddenLayers }, (_, i) => gptOssDecoderLayer(c, i)),
       new RMSNorm(c.hiddenSize, c.rmsNormEps),
     ));
+  }
+
+  /** MXFP4 checkpoints: the uint8 blocks and scales become the packed int32 words the experts keep. */
+  override loadWeights(weights: Map<string, RawTensor>, device: Device, dtype?: DType): void {
+    super.loadWeights(this.c.mxfp4 ? new Map([...weights].map(([k, t]) => [k, mxfp4Words(t)])) : weights, device, dtype);
   }
 }
