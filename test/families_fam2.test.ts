@@ -104,3 +104,18 @@ test("deepseek_v3 (tiny): the KV cache holds the compressed latent (kv_lora_rank
     assert.equal(layer.seqLength, L);
   }
 });
+
+test("deepseek_v3 (tiny) loaded as bfloat16: e_score_correction_bias stays float32 (as transformers keeps it), weights follow the dtype", async (t) => {
+  const dir = path.join(TINY, "deepseek_v3");
+  const skip = missing(dir);
+  if (skip) return t.skip(skip);
+  const model = await AutoModelForCausalLM.fromPretrained(dir, { dtype: "bfloat16" });
+  const sd = model.stateDict();
+  assert.equal(sd.get("model.layers.1.mlp.gate.e_score_correction_bias")!.dtype, "float32");
+  assert.equal(sd.get("model.layers.1.mlp.gate.weight")!.dtype, "bfloat16");
+  await model.to("cpu", "float16");
+  assert.equal(model.stateDict().get("model.layers.1.mlp.gate.e_score_correction_bias")!.dtype, "float32");
+  const e = fixtureExpected("deepseek_v3");
+  const logits = (await model.logits(e.input_ids).data()) as Float32Array;
+  assert.ok(logits.every(Number.isFinite));
+});

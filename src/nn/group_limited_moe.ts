@@ -39,7 +39,7 @@ export interface GroupLimitedMoeOptions {
   hiddenAct: string;
 }
 
-/** The router: `weight` [E, hidden] and the choice-only `e_score_correction_bias` [E]. */
+/** The router: `weight` [E, hidden] and the choice-only `e_score_correction_bias` [E], kept in float32 as transformers keeps it. */
 export class GroupLimitedRouter extends Module {
   readonly weight: Parameter;
   readonly e_score_correction_bias: Parameter;
@@ -49,7 +49,7 @@ export class GroupLimitedRouter extends Module {
       throw new RangeError(`group-limited routing: ${o.numExperts} experts in ${o.numGroups} groups (keep ${o.topkGroup}), top ${o.topK}: experts must split into groups of at least 2`);
     }
     this.weight = this.param("weight", [o.numExperts, o.hiddenSize]);
-    this.e_score_correction_bias = this.param("e_score_correction_bias", [o.numExperts]);
+    this.e_score_correction_bias = this.param("e_score_correction_bias", [o.numExperts], "float32");
   }
 
   /** x [T, hidden] -> routing weights float32 [T, k] and expert indices int64 [T, k]. */
@@ -57,7 +57,7 @@ export class GroupLimitedRouter extends Module {
     const { numExperts: E, numGroups: G, topkGroup, topK } = this.o;
     const T = x.shape[0];
     const s = sigmoid(linear(x, this.weight.value.to("float32")));
-    let choice = add(s, this.e_score_correction_bias.value.to("float32"));
+    let choice = add(s, this.e_score_correction_bias.value);
     if (topkGroup < G) {
       const groupScores = sum(topk(choice.view(T, G, E / G), 2).values, -1);
       const kept = topk(groupScores, topkGroup).indices;

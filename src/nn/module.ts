@@ -13,8 +13,9 @@ import type { Tensor } from "../tensor/tensor.js";
 export class Parameter {
   private tensor: Tensor | null = null;
   /**
-   * `dtype`: a fixed storage dtype (e.g. int32 words of packed quantized data), loaded as stored
-   * and never converted; undefined = a floating weight.
+   * `dtype`: a fixed dtype the parameter is kept in whatever dtype the model is loaded or moved in
+   * (transformers' _keep_in_fp32_modules_strict, e.g. a float32 router bias; or int32 words of
+   * packed quantized data); undefined = a weight that follows the model's dtype.
    */
   constructor(readonly shape: readonly number[], readonly dtype?: DType) {}
 
@@ -73,7 +74,7 @@ export class Module {
       if (!p.loaded) continue;
       const t = p.value;
       const moved = t.device === dev ? t : await toDevice(t, dev);
-      p.set(dtype && moved.dtype !== dtype && moved.dtype !== "int64" && moved.dtype !== "int32" && moved.dtype !== "bool" ? moved.to(dtype) : moved);
+      p.set(dtype && !p.dtype && moved.dtype !== dtype && moved.dtype !== "int64" && moved.dtype !== "int32" && moved.dtype !== "bool" ? moved.to(dtype) : moved);
     }
     return this;
   }
