@@ -65,7 +65,7 @@ for (const [name, Lq, Lk] of attn) {
   const st = (H: number, L: number) => [H * L * D, L * D, D, 1];
   const ms = bestMs(() =>
     nat.sdpa(q, st(Hq, Lq), k, st(Hkv, Lk), v, st(Hkv, Lk), out, null, [0, 0, 0], B, Hq, Hkv, Lq, Lk, D, D,
-      1 / Math.sqrt(D), 0, Lk - Lq, 0, 0));
+      1 / Math.sqrt(D), 0, Lk - Lq, 0, 0, null));
   const kvBytes = 2 * B * Hkv * Lk * D * 4;
   console.log(`sdpa ${name} Hq=${Hq} Hkv=${Hkv} Lq=${Lq} Lk=${Lk} D=${D} causal: ${ms.toFixed(3)} ms, ` +
     `KV ${(kvBytes / ms / 1e6).toFixed(1)} GB/s`);

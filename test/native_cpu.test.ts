@@ -645,7 +645,7 @@ test("sdpa: GQA with causal, sliding-window, softcap and masks against a float64
     const a = makeAttn(r, { ...base, Lq: 1, Lk: 1, ...over } as Attn, layout, mask);
     const out = new Float32Array(a.B * a.Lq * a.Hq * a.Dv).fill(NaN);
     nat.sdpa(a.q, a.qs, a.k, a.ks, a.v, a.vs, out, a.mask, a.ms, a.B, a.Hq, a.Hkv, a.Lq, a.Lk, a.D, a.Dv,
-      a.scale, a.softcap, a.causalOffset, a.window, F32);
+      a.scale, a.softcap, a.causalOffset, a.window, F32, null);
     close(out, sdpaRef(a), 2e-6, 2e-5, `sdpa ${name}`);
     if (mask === "full") assert.deepEqual([...out.subarray(0, a.Dv)], new Array(a.Dv).fill(0), "all-masked row is zero");
   }
@@ -802,8 +802,8 @@ test("bad arguments throw TypeError / RangeError naming the problem", () => {
   call(() => nat.linear(f, f, I32, null, 0, f, 1, 1, 1), TypeError, /wDtype must be float32, float16 or bfloat16/);
   call(() => nat.linear(f, f, F32, null, 0, f, 1, 3, 2), RangeError, /argument 'w' \(float32\) needs 24 bytes/);
   call(() => nat.matmul(f, [1, 1], f, [1, 1, 1], f, 1, 1, 1, 1), RangeError, /'aStrides' must have 3 entries/);
-  call(() => nat.sdpa(f, [1, 1, 1, 1], f, [1, 1, 1, 1], f, [1, 1, 1, 1], f, null, [0, 0, 0], 1, 3, 2, 1, 1, 1, 1, 1, 0, -1, 0, F32),
+  call(() => nat.sdpa(f, [1, 1, 1, 1], f, [1, 1, 1, 1], f, [1, 1, 1, 1], f, null, [0, 0, 0], 1, 3, 2, 1, 1, 1, 1, 1, 0, -1, 0, F32, null),
     RangeError, /Hq = 3 is not a multiple of Hkv = 2/);
-  call(() => nat.sdpa(f, [1, 1, 1, 1], f, [1, 1, 1, 1], f, [1, 1, 1, 1], f, f, [0, 0, 0], 1, 1, 1, 1, 8, 1, 1, 1, 0, -1, 0, F32),
+  call(() => nat.sdpa(f, [1, 1, 1, 1], f, [1, 1, 1, 1], f, [1, 1, 1, 1], f, f, [0, 0, 0], 1, 1, 1, 1, 8, 1, 1, 1, 0, -1, 0, F32, null),
     RangeError, /argument 'k'/);
 });

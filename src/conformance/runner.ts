@@ -9,12 +9,13 @@ import { copyCases } from "./cases/copy.js";
 import { elementwiseCases } from "./cases/elementwise.js";
 import { gatedDeltaCases } from "./cases/gated_delta.js";
 import { nnCases } from "./cases/nn.js";
+import { quantCases } from "./cases/quant.js";
 import { reduceFamilyCases } from "./cases/reduce.js";
 import { errorRatio, num, type Value } from "./reference.js";
 
 /** Every conformance case. */
 export function allCases(): Case[] {
-  return [...copyCases(), ...elementwiseCases(), ...reduceFamilyCases(), ...nnCases(), ...gatedDeltaCases()];
+  return [...copyCases(), ...elementwiseCases(), ...reduceFamilyCases(), ...nnCases(), ...gatedDeltaCases(), ...quantCases()];
 }
 
 export interface CaseResult {

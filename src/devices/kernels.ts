@@ -23,6 +23,8 @@ export interface SdpaParams {
   causalOffset: number;
   /** Sliding window size in keys (with causalOffset >= 0); 0 = unlimited. */
   window: number;
+  /** Attention sinks: contiguous float32 [Hq], one extra softmax logit per query head whose column is dropped; null = none. */
+  sinks: Tensor | null;
 }
 
 /** The ops a device implements. `out` tensors are freshly allocated and contiguous unless noted. */
@@ -73,6 +75,12 @@ export interface KernelSignatures {
   /** out [n, dim] float32 = table[ids]; table [V, dim] contiguous (any float dtype); ids contiguous
    * int32/int64. Throws RangeError on an id outside [0, V). */
   embedding(table: Tensor, ids: Tensor, out: Tensor): void;
+  /**
+   * MXFP4 to float32: blocks int32 [R, nb, 4] (each block's 16 packed bytes as 4 little-endian
+   * words) and scales int32 [R, S] (each row's nb scale bytes, padded to S = ceil(nb / 4) words),
+   * both contiguous -> out float32 [R, nb * 32].
+   */
+  dequantMxfp4(blocks: Tensor, scales: Tensor, out: Tensor): void;
   /** Row-wise stable sort of contiguous float32 [..., n]; values and int64 indices. */
   sort(x: Tensor, values: Tensor, indices: Tensor, descending: boolean): void;
   /** Row-wise top-k (largest first) of contiguous float32 [..., n]; values and int64 indices. */

@@ -12,11 +12,17 @@ import { itemsize, type DType } from "../tensor/dtype.js";
 import { readJsonObject } from "./config.js";
 import { CheckpointError } from "./errors.js";
 
+/**
+ * A stored tensor's dtype: a tensor dtype, or "uint8" (raw bytes, e.g. MXFP4 blocks and scales,
+ * which only a model that knows their format reads).
+ */
+export type StoredDType = DType | "uint8";
+
 /** One tensor of a checkpoint, not yet on a device. */
 export interface RawTensor {
   /** The state_dict name, e.g. "model.layers.0.self_attn.q_proj.weight". */
   name: string;
-  dtype: DType;
+  dtype: StoredDType;
   shape: number[];
   /**
    * The tensor's bytes, row-major, little-endian: a view into one buffer that holds the whole file,
@@ -32,15 +38,15 @@ export const SAFETENSORS_FILE = "model.safetensors";
 /** Name of the index of a sharded checkpoint in a model folder. */
 export const SAFETENSORS_INDEX_FILE = "model.safetensors.index.json";
 
-const DTYPES: Record<string, DType> = {
-  F32: "float32", F16: "float16", BF16: "bfloat16", I32: "int32", I64: "int64", BOOL: "bool",
+const DTYPES: Record<string, StoredDType> = {
+  F32: "float32", F16: "float16", BF16: "bfloat16", I32: "int32", I64: "int64", BOOL: "bool", U8: "uint8",
 };
 
 /**
  * Read a .safetensors file into a Map from tensor name to RawTensor, in header order (the
  * `__metadata__` entry is skipped). The file is read once into one fresh buffer the tensors view.
  * Throws CheckpointError, naming the file, when it is too short, the header length exceeds the file,
- * the header is not JSON, a dtype is not one of F32/F16/BF16/I32/I64/BOOL, a shape or data_offsets
+ * the header is not JSON, a dtype is not one of F32/F16/BF16/I32/I64/BOOL/U8, a shape or data_offsets
  * entry is invalid or disagrees with shape × dtype size, or the data section is truncated.
  */
 export function readSafetensors(file: string): Map<string, RawTensor> {
@@ -77,7 +83,7 @@ export function readSafetensors(file: string): Map<string, RawTensor> {
       throw fail(`tensor "${name}" has invalid data_offsets ${JSON.stringify(offsets)}`);
     }
     const [begin, end] = offsets as [number, number];
-    const nbytes = (shape as number[]).reduce((a, b) => a * b, 1) * itemsize(dt);
+    const nbytes = (shape as number[]).reduce((a, b) => a * b, 1) * (dt === "uint8" ? 1 : itemsize(dt));
     if (end - begin !== nbytes) {
       throw fail(`tensor "${name}": data_offsets [${begin}, ${end}] hold ${end - begin} bytes but shape ` +
         `[${shape.join(", ")}] of ${dtype} needs ${nbytes}`);

@@ -10,7 +10,7 @@ import { applyRotary, scaledDotProductAttention } from "../tensor/ops.js";
 import { tidy } from "../tensor/scope.js";
 import type { Tensor } from "../tensor/tensor.js";
 import { Linear, RMSNorm } from "./layers.js";
-import { Module } from "./module.js";
+import { Module, type Parameter } from "./module.js";
 
 export interface CausalAttentionOptions {
   scale: number;
@@ -19,6 +19,8 @@ export interface CausalAttentionOptions {
   softcap?: number;
   /** Sliding window in keys (0 = full attention); the cache then keeps only the window. */
   window?: number;
+  /** Attention sinks [Hq] (gpt-oss): one extra softmax logit per head whose column is dropped. */
+  sinks?: Tensor | null;
 }
 
 /**
@@ -42,7 +44,7 @@ export function attendToKeys(q: Tensor, keys: Tensor, values: Tensor, o: CausalA
   const Lk = keys.shape[2], maskLk = o.mask?.shape[o.mask.ndim - 1] ?? 0;
   const mask = o.mask && maskLk > Lk ? o.mask.narrow(o.mask.ndim - 1, maskLk - Lk, Lk) : o.mask;
   const out = scaledDotProductAttention(q.transpose(1, 2), keys, values, {
-    mask, scale: o.scale, isCausal: true, softcap: o.softcap, window: o.window,
+    mask, scale: o.scale, isCausal: true, softcap: o.softcap, window: o.window, sinks: o.sinks,
   });
   return out.transpose(1, 2).reshape(B, L, Hq * values.shape[3]);
 }
@@ -66,12 +68,14 @@ export interface RotaryAttentionOptions {
   scale?: number;
   /** tanh soft-capping of the scores (Gemma 2 attn_logit_softcapping); 0 or absent = none. */
   softcap?: number;
+  /** A learned attention-sink logit per query head, parameter `sinks` [numHeads] (gpt-oss). */
+  sinks?: boolean;
 }
 
 /**
  * Self-attention with separate q/k/v/o projections and rotary positions: LlamaAttention and the
  * attentions derived from it (Mistral; Qwen2: q/k/v bias; Qwen3: per-head q_norm/k_norm; Gemma:
- * query_pre_attn_scalar scale, soft-capping, Gemma 3's (1 + w) q_norm/k_norm).
+ * query_pre_attn_scalar scale, soft-capping, Gemma 3's (1 + w) q_norm/k_norm; gpt-oss: sinks).
  * Parameter names equal transformers'. forward: x [B, L, hidden] -> [B, L, hidden].
  */
 export class RotaryAttention extends Module {
@@ -81,6 +85,7 @@ export class RotaryAttention extends Module {
   readonly o_proj: Linear;
   readonly q_norm: RMSNorm | null;
   readonly k_norm: RMSNorm | null;
+  readonly sinks: Parameter | null;
   constructor(private readonly o: RotaryAttentionOptions) {
     super();
     const { hiddenSize: h, numHeads: nq, numKvHeads: nkv, headDim: d } = o;
@@ -91,6 +96,7 @@ export class RotaryAttention extends Module {
     const eps = o.qkNormEps;
     this.q_norm = eps === undefined ? null : this.module("q_norm", new RMSNorm(d, eps, o.qkNormOffset));
     this.k_norm = eps === undefined ? null : this.module("k_norm", new RMSNorm(d, eps, o.qkNormOffset));
+    this.sinks = o.sinks ? this.param("sinks", [nq]) : null;
   }
 
   /** cos/sin [B, L, R] rotary tables; mask: additive padding mask or null; cache: this layer's KV cache. */
@@ -109,7 +115,7 @@ export class RotaryAttention extends Module {
     }
     const v = this.v_proj.forward(x).view(B, L, nkv, d);
     const { scale = d ** -0.5, softcap, window } = this.o;
-    const out = causalAttention(applyRotary(q, cos, sin), applyRotary(k, cos, sin), v, cache, { scale, mask, window, softcap });
+    const out = causalAttention(applyRotary(q, cos, sin), applyRotary(k, cos, sin), v, cache, { scale, mask, window, softcap, sinks: this.sinks?.value });
     return this.o_proj.forward(out);
   }
 }

@@ -12,7 +12,12 @@ import type { Tensor } from "../tensor/tensor.js";
 /** A named weight slot: expected shape, and the tensor once loaded. */
 export class Parameter {
   private tensor: Tensor | null = null;
-  constructor(readonly shape: readonly number[]) {}
+  /**
+   * `dtype`: a fixed dtype the parameter is kept in whatever dtype the model is loaded or moved in
+   * (transformers' _keep_in_fp32_modules_strict, e.g. a float32 router bias; or int32 words of
+   * packed quantized data); undefined = a weight that follows the model's dtype.
+   */
+  constructor(readonly shape: readonly number[], readonly dtype?: DType) {}
 
   /** The loaded tensor; throws when the parameter was never loaded. */
   get value(): Tensor {
@@ -36,9 +41,9 @@ export class Module {
   private readonly params = new Map<string, Parameter>();
   private readonly children = new Map<string, Module>();
 
-  /** Declare a parameter `name` of `shape`. */
-  protected param(name: string, shape: readonly number[]): Parameter {
-    const p = new Parameter(shape);
+  /** Declare a parameter `name` of `shape` (and a fixed non-floating `dtype`, see Parameter). */
+  protected param(name: string, shape: readonly number[], dtype?: DType): Parameter {
+    const p = new Parameter(shape, dtype);
     this.params.set(name, p);
     return p;
   }
@@ -69,7 +74,7 @@ export class Module {
       if (!p.loaded) continue;
       const t = p.value;
       const moved = t.device === dev ? t : await toDevice(t, dev);
-      p.set(dtype && moved.dtype !== dtype && moved.dtype !== "int64" && moved.dtype !== "int32" && moved.dtype !== "bool" ? moved.to(dtype) : moved);
+      p.set(dtype && !p.dtype && moved.dtype !== dtype && moved.dtype !== "int64" && moved.dtype !== "int32" && moved.dtype !== "bool" ? moved.to(dtype) : moved);
     }
     return this;
   }

@@ -353,6 +353,11 @@ export interface AttentionOptions {
   window?: number;
   /** Tanh soft-capping of the scores (Gemma 2). */
   softcap?: number;
+  /**
+   * Attention sinks [Hq] (gpt-oss): per query head one more logit joins the softmax after scaling
+   * and masking, and its column is dropped, so each row's weights sum below 1.
+   */
+  sinks?: Tensor | null;
 }
 
 /**
@@ -364,11 +369,14 @@ export interface AttentionOptions {
  * as stored, without a float32 copy.
  */
 export function scaledDotProductAttention(q: Tensor, k: Tensor, v: Tensor, opts: AttentionOptions = {}): Tensor {
-  const device = checkSameDevice("scaled_dot_product_attention", q, k, v, opts.mask);
+  const device = checkSameDevice("scaled_dot_product_attention", q, k, v, opts.mask, opts.sinks);
   if (q.ndim !== 4 || k.ndim !== 4 || v.ndim !== 4) throw new RangeError(`scaled_dot_product_attention: expected 4-D q, k, v, got [${q.shape}], [${k.shape}], [${v.shape}]`);
   const [B, Hq, Lq, D] = q.shape, [Bk, Hkv, Lk, Dk] = k.shape, [Bv, Hv, Lv, Dv] = v.shape;
   if (Bk !== B || Bv !== B || Dk !== D || Hv !== Hkv || Lv !== Lk || Hq % Hkv !== 0) {
     throw new RangeError(`scaled_dot_product_attention: incompatible shapes q [${q.shape}], k [${k.shape}], v [${v.shape}]`);
+  }
+  if (opts.sinks && (opts.sinks.ndim !== 1 || opts.sinks.shape[0] !== Hq)) {
+    throw new RangeError(`scaled_dot_product_attention: sinks [${opts.sinks.shape}] must be [${Hq}] (one per query head)`);
   }
   let mask: Tensor | null = null;
   if (opts.mask) {
@@ -385,6 +393,7 @@ export function scaledDotProductAttention(q: Tensor, k: Tensor, v: Tensor, opts:
       softcap: opts.softcap ?? 0,
       causalOffset: opts.isCausal ? Lk - Lq : -1,
       window: opts.window ?? 0,
+      sinks: opts.sinks ? f32(opts.sinks).contiguous() : null,
     });
   }
   return out.transpose(1, 2);
@@ -480,6 +489,25 @@ export function applyRotary(x: Tensor, cos: Tensor, sin: Tensor): Tensor {
   }
   const out = empty(x.shape, "float32", x.device);
   if (out.numel > 0) getKernel("rotary", x.device.type)(f32(x).contiguous(), f32(cos).contiguous(), f32(sin).contiguous(), out);
+  return out;
+}
+
+/**
+ * MXFP4 (OCP microscaling FP4) to float32, as transformers' convert_moe_packed_tensors: blocks
+ * int32 [..., nb, 4] hold each block's 16 packed bytes as 4 little-endian words (32 e2m1 codes, low
+ * nibble first); scales int32 [..., ceil(nb / 4)] hold each row's nb uint8 exponents (bias 127),
+ * padded to whole words. Returns float32 [..., nb * 32]: code value × 2^(scale − 127).
+ */
+export function dequantizeMxfp4(blocks: Tensor, scales: Tensor): Tensor {
+  checkSameDevice("dequantize_mxfp4", blocks, scales);
+  const nb = blocks.shape[blocks.ndim - 2], lead = blocks.shape.slice(0, -2);
+  if (blocks.dtype !== "int32" || scales.dtype !== "int32" || blocks.ndim < 2 || blocks.shape[blocks.ndim - 1] !== 4 ||
+      !sameShape(scales.shape, [...lead, Math.ceil(nb / 4)])) {
+    throw new RangeError(`dequantize_mxfp4: expected int32 blocks [..., nb, 4] and scales [..., ceil(nb / 4)], got ${blocks.dtype} [${blocks.shape}] and ${scales.dtype} [${scales.shape}]`);
+  }
+  const R = numel(lead);
+  const out = empty([...lead, nb * 32], "float32", blocks.device);
+  if (out.numel > 0) getKernel("dequantMxfp4", blocks.device.type)(blocks.reshape(R, nb, 4).contiguous(), scales.reshape(R, Math.ceil(nb / 4)).contiguous(), out);
   return out;
 }
 

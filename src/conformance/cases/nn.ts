@@ -139,6 +139,8 @@ interface SdpaSpec {
   view?: "strided" | "offset";
   /** dtype of k and v (a half-precision KV cache); default float32. */
   kvDtype?: DType;
+  /** Per-query-head attention sinks [Hq] (gpt-oss). */
+  sinks?: boolean;
 }
 
 function sdpaCase(name: string, s: SdpaSpec, rng: Rng): Case {
@@ -159,6 +161,7 @@ function sdpaCase(name: string, s: SdpaSpec, rng: Rng): Case {
     if (mask.dtype === "bool") return num(mask.values[b * Lk + j]) ? 0 : -Infinity;
     return num(mask.values[((b * Hq + h) * Lq + i) * Lk + j]);
   };
+  const sinks = s.sinks ? rng.tensor([Hq], -1, 2) : null;
   const scale = s.scale ?? 1 / Math.sqrt(D);
   const off = s.causal ? Lk - Lq : -1;
   const values: number[] = [], mag: number[] = [];
@@ -176,9 +179,12 @@ function sdpaCase(name: string, s: SdpaSpec, rng: Rng): Case {
       sc.push(x);
       if (x !== -Infinity) spread = Math.max(spread, g * scale);
     }
+    const sink = sinks ? num(sinks.values[h]) : -Infinity;
     const m = Math.max(...sc, -Infinity);
-    const p = sc.map((x) => (m === -Infinity ? 0 : Math.exp(x - m)));
-    const total = p.reduce((a, c) => a + c, 0);
+    const top = Math.max(m, sink);
+    const p = sc.map((x) => (m === -Infinity ? 0 : Math.exp(x - top)));
+    // The sink joins the softmax's denominator only (its column is dropped).
+    const total = p.reduce((a, c) => a + c, 0) + (sinks && m !== -Infinity ? Math.exp(sink - top) : 0);
     for (let d = 0; d < Dv; d++) {
       let o = 0, g = 0;
       for (let j = 0; j < Lk; j++) {
@@ -191,10 +197,11 @@ function sdpaCase(name: string, s: SdpaSpec, rng: Rng): Case {
     }
   }
   const view = s.view ?? "contiguous";
-  const inputs = [input(q, view), input(k, view), input(v, view), ...(mask ? [input(mask)] : [])];
-  const run = ([a, bk, c, msk]: Tensor[]) => {
+  const inputs = [input(q, view), input(k, view), input(v, view), ...(mask ? [input(mask)] : []), ...(sinks ? [input(sinks)] : [])];
+  const run = ([a, bk, c, ...rest]: Tensor[]) => {
     const t = (x: Tensor) => (s.transposed ? x.transpose(1, 2) : x);
-    return T.scaledDotProductAttention(t(a), t(bk), t(c), { isCausal: s.causal, window: s.window, softcap: s.softcap, scale: s.scale, mask: msk ?? null });
+    const msk = mask ? rest[0] : null, snk = sinks ? rest[rest.length - 1] : null;
+    return T.scaledDotProductAttention(t(a), t(bk), t(c), { isCausal: s.causal, window: s.window, softcap: s.softcap, scale: s.scale, mask: msk, sinks: snk });
   };
   return { op: "scaledDotProductAttention", name, inputs, run, expect: [floats("float32", [B, Hq, Lq, Dv], values, mag)], tol: ulps(8 + Math.ceil(Math.sqrt(D + Lk))) };
 }
@@ -208,6 +215,8 @@ function sdpaCases(rng: Rng): Case[] {
     sdpaCase("3 queries over 7 keys, causal", { ...base, B: 2, Lq: 3, Lk: 7, causal: true }, rng),
     sdpaCase("sliding window 3", { ...base, Lq: 8, Lk: 8, causal: true, window: 3 }, rng),
     sdpaCase("soft-capping 5, scale 0.3", { ...base, Lq: 4, Lk: 4, causal: true, softcap: 5, scale: 0.3 }, rng),
+    sdpaCase("attention sinks, grouped heads 4/2, sliding window 3, padding", { ...base, B: 2, Hq: 4, Lq: 6, Lk: 6, causal: true, window: 3, sinks: true, mask: "bool", transposed: true }, rng),
+    sdpaCase("attention sinks, decode over 70 keys", { ...base, Lq: 1, Lk: 70, causal: true, sinks: true }, rng),
     sdpaCase("bool padding mask, one batch fully masked", { ...base, B: 2, Lq: 2, Lk: 5, mask: "bool" }, rng),
     sdpaCase("float additive mask", { ...base, Hq: 4, Hkv: 1, Lq: 3, Lk: 6, mask: "float" }, rng),
     sdpaCase("value size 4 != key size 8", { ...base, Lq: 3, Lk: 5, Dv: 4, causal: true }, rng),

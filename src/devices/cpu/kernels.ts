@@ -51,12 +51,14 @@ export function cpuKernels(): Partial<KernelSignatures> {
     linear: (x, w, bias, out) =>
       native().linear(buf(x), buf(w), code(w), bias ? buf(bias) : null, bias ? code(bias) : 0, buf(out), x.shape[0], w.shape[0], w.shape[1]),
     gatherLinear,
+    dequantMxfp4: (blocks, scales, out) =>
+      native().dequantMxfp4(buf(blocks), buf(scales), scales.shape[1] * 4, buf(out), blocks.shape[0], blocks.shape[1]),
     matmul: (a, b, out) => native().matmul(buf(a), strides(a), buf(b), strides(b), buf(out), a.shape[0], a.shape[1], b.shape[2], a.shape[2]),
     sdpa: (q, k, v, mask, out, p) => {
       const [B, Hq, Lq, D] = q.shape, [, Hkv, Lk] = k.shape, Dv = v.shape[3];
       native().sdpa(buf(q), strides(q), buf(k), strides(k), buf(v), strides(v), buf(out),
         mask ? buf(mask) : null, mask ? strides(mask).slice(0, 3) : [0, 0, 0],
-        B, Hq, Hkv, Lq, Lk, D, Dv, p.scale, p.softcap, p.causalOffset, p.window, code(k));
+        B, Hq, Hkv, Lq, Lk, D, Dv, p.scale, p.softcap, p.causalOffset, p.window, code(k), p.sinks ? buf(p.sinks) : null);
     },
     rmsNorm: (x, w, out, eps, offset) => native().rmsNorm(buf(x), buf(w), code(w), buf(out), rowsOf(x), last(x), eps, offset),
     causalConv1d: (x, w, state, out, stateOut) => {

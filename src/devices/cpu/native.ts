@@ -119,11 +119,14 @@ export interface NativeCpu {
    * Softmax in float32, then out = p @ v. Mirrors transformers' eager_attention_forward.
    * k and v may instead both be float16 or bfloat16 (kvDtype; a half-precision KV cache), read
    * as stored.
+   * sinks: null or float32 [Hq]: per query head one more softmax logit whose column is dropped
+   * (gpt-oss attention sinks), so each row's probabilities sum below 1.
    */
   sdpa(q: Buf, qStrides: number[], k: Buf, kStrides: number[], v: Buf, vStrides: number[],
        out: Buf, mask: Buf | null, maskStrides: number[],
        B: number, Hq: number, Hkv: number, Lq: number, Lk: number, D: number, Dv: number,
-       scale: number, softcap: number, causalOffset: number, window: number, kvDtype: number): void;
+       scale: number, softcap: number, causalOffset: number, window: number, kvDtype: number,
+       sinks: Buf | null): void;
 
   /** RMSNorm over the last axis of contiguous float32 [rows, n]:
    * out = x / sqrt(mean(x^2) + eps) * (offset + w); w [n] of wDtype (offset is 1 for Gemma). */
@@ -163,6 +166,11 @@ export interface NativeCpu {
    * ids int32 or int64 (idsDtype) of length n. An id outside [0, V) throws RangeError naming it. */
   embedding(table: Buf, tableDtype: number, V: number, ids: Buf, idsDtype: number, out: Buf,
             n: number, dim: number): void;
+
+  /** MXFP4 to float32 [rows, nb * 32] (transformers' convert_moe_packed_tensors): row r has nb
+   * blocks of 16 bytes (e2m1 codes, low nibble first) at blocks[r * nb * 16], and their uint8
+   * scale exponents (bias 127) at scales[r * scaleRow]. */
+  dequantMxfp4(blocks: Buf, scales: Buf, scaleRow: number, out: Buf, rows: number, nb: number): void;
 
   /** Row-wise sort of contiguous float32 [rows, n]; stable; values and int64 indices out. */
   sort(x: Buf, outValues: Buf, outIndices: Buf, rows: number, n: number, descending: number): void;

@@ -4,11 +4,14 @@
  */
 import type { RawConfig } from "../configuration.js";
 import type { PreTrainedModel } from "../modeling_utils.js";
+import { DeepseekV3ForCausalLM } from "./deepseek_v3.js";
 import { GemmaForCausalLM } from "./gemma.js";
 import { Gemma2ForCausalLM } from "./gemma2.js";
 import { Gemma3ForCausalLM } from "./gemma3.js";
 import { Gemma4ForCausalLM, Gemma4ForConditionalGeneration } from "./gemma4.js";
+import { Glm4MoeForCausalLM } from "./glm4_moe.js";
 import { GPT2LMHeadModel } from "./gpt2.js";
+import { GptOssForCausalLM } from "./gpt_oss.js";
 import { LlamaForCausalLM, MistralForCausalLM } from "./llama.js";
 import { MixtralForCausalLM } from "./mixtral.js";
 import { Phi3ForCausalLM } from "./phi3.js";
@@ -17,6 +20,7 @@ import { Qwen3ForCausalLM } from "./qwen3.js";
 import { Qwen3MoeForCausalLM } from "./qwen3_moe.js";
 import { Qwen3_5ForCausalLM, Qwen3_5ForConditionalGeneration } from "./qwen3_5.js";
 import { Qwen3_5MoeForCausalLM, Qwen3_5MoeForConditionalGeneration } from "./qwen3_5_moe.js";
+import { SmolLM3ForCausalLM } from "./smollm3.js";
 
 export type CausalLMClass = new (config: RawConfig) => PreTrainedModel;
 
@@ -38,6 +42,10 @@ export const CAUSAL_LM_ARCHITECTURES: Record<string, CausalLMClass> = {
   Gemma3ForCausalLM,
   Gemma4ForCausalLM,
   Gemma4ForConditionalGeneration,
+  SmolLM3ForCausalLM,
+  Glm4MoeForCausalLM,
+  DeepseekV3ForCausalLM,
+  GptOssForCausalLM,
 };
 
 const MODEL_TYPES: Record<string, string> = {
@@ -58,6 +66,10 @@ const MODEL_TYPES: Record<string, string> = {
   gemma3_text: "Gemma3ForCausalLM",
   gemma4_text: "Gemma4ForCausalLM",
   gemma4: "Gemma4ForConditionalGeneration",
+  smollm3: "SmolLM3ForCausalLM",
+  glm4_moe: "Glm4MoeForCausalLM",
+  deepseek_v3: "DeepseekV3ForCausalLM",
+  gpt_oss: "GptOssForCausalLM",
 };
 
 export class UnsupportedArchitectureError extends Error {}

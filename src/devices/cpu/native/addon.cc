@@ -243,9 +243,9 @@ napi_value Matmul(napi_env env, napi_callback_info info) {
 }
 
 // sdpa(q, qStrides, k, kStrides, v, vStrides, out, mask, maskStrides, B, Hq, Hkv, Lq, Lk, D, Dv,
-//      scale, softcap, causalOffset, window): attention with GQA and masks.
+//      scale, softcap, causalOffset, window, sinks): attention with GQA, masks and sinks.
 napi_value Sdpa(napi_env env, napi_callback_info info) {
-  Args args(env, info, "sdpa", 21);
+  Args args(env, info, "sdpa", 22);
   const Buffer q = args.buffer(0, "q");
   const Dims qs = args.ints(1, "qStrides", 4);
   const Buffer k = args.buffer(2, "k");
@@ -262,6 +262,7 @@ napi_value Sdpa(napi_env env, napi_callback_info info) {
   const int64_t causal = args.integer(18, "causalOffset", -(int64_t(1) << 53));
   const int64_t window = args.integer(19, "window", -(int64_t(1) << 53));
   const int kvdt = args.dtype(20, "kvDtype");
+  const Buffer sinks = args.buffer(21, "sinks", true);
   if (args.failed()) return nullptr;
   float_dtype(args, kvdt, "kvDtype");
   args.check(Hq % Hkv == 0, false, "Hq = %lld is not a multiple of Hkv = %lld",
@@ -271,6 +272,7 @@ napi_value Sdpa(napi_env env, napi_callback_info info) {
   args.fits(v, kvdt, {B, Hkv, Lk, Dv}, vs);
   args.fits(out, kF32, {B, Lq, Hq, Dv});
   if (mask.data) args.fits(mask, kF32, {B, Hq, Lq, Lk}, {ms[0], ms[1], ms[2], 1});
+  if (sinks.data) args.fits(sinks, kF32, {Hq});
   if (args.failed()) return nullptr;
   SdpaArgs s{static_cast<const float*>(q.data), {qs[0], qs[1], qs[2], qs[3]},
              k.data, {ks[0], ks[1], ks[2], ks[3]},
@@ -278,7 +280,8 @@ napi_value Sdpa(napi_env env, napi_callback_info info) {
              static_cast<float*>(out.data),
              static_cast<const float*>(mask.data), {ms[0], ms[1], ms[2]},
              B, Hq, Hkv, Lq, Lk, D, Dv,
-             static_cast<float>(scale), static_cast<float>(softcap), causal, window, kvdt};
+             static_cast<float>(scale), static_cast<float>(softcap), causal, window, kvdt,
+             static_cast<const float*>(sinks.data)};
   sdpa(s);
   return undefined(env);
 }
@@ -427,6 +430,29 @@ napi_value Embedding(napi_env env, napi_callback_info info) {
   return undefined(env);
 }
 
+// dequantMxfp4(blocks, scales, scaleRow, out, rows, nb): MXFP4 blocks (16 bytes of e2m1 codes per
+// 32 values, low nibble first) times 2^(scale - 127) -> float32 [rows, nb * 32].
+napi_value DequantMxfp4(napi_env env, napi_callback_info info) {
+  Args args(env, info, "dequantMxfp4", 6);
+  const Buffer blocks = args.buffer(0, "blocks");
+  const Buffer scales = args.buffer(1, "scales");
+  const int64_t scale_row = args.integer(2, "scaleRow");
+  const Buffer out = args.buffer(3, "out");
+  const int64_t rows = args.integer(4, "rows"), nb = args.integer(5, "nb");
+  if (args.failed()) return nullptr;
+  args.check(scale_row >= nb, false, "scaleRow %lld is shorter than nb = %lld",
+             static_cast<long long>(scale_row), static_cast<long long>(nb));
+  args.check(blocks.bytes >= static_cast<size_t>(rows * nb * 16), false, "argument 'blocks' holds %zu bytes, needs %lld",
+             blocks.bytes, static_cast<long long>(rows * nb * 16));
+  args.check(scales.bytes >= static_cast<size_t>(rows > 0 ? (rows - 1) * scale_row + nb : 0), false,
+             "argument 'scales' holds %zu bytes, too few for %lld rows", scales.bytes, static_cast<long long>(rows));
+  args.fits(out, kF32, {rows, nb * 32});
+  if (args.failed()) return nullptr;
+  dequant_mxfp4(static_cast<const uint8_t*>(blocks.data), static_cast<const uint8_t*>(scales.data), scale_row,
+                static_cast<float*>(out.data), rows, nb);
+  return undefined(env);
+}
+
 // sort(x, outValues, outIndices, rows, n, descending): stable row-wise sort with indices.
 napi_value Sort(napi_env env, napi_callback_info info) {
   Args args(env, info, "sort", 6);
@@ -489,6 +515,7 @@ NAPI_MODULE_INIT() {
       {"layerNorm", nullptr, LayerNorm, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
       {"rotary", nullptr, Rotary, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
       {"embedding", nullptr, Embedding, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
+      {"dequantMxfp4", nullptr, DequantMxfp4, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
       {"sort", nullptr, Sort, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
       {"topk", nullptr, Topk, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
   };

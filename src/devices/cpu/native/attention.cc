@@ -1,5 +1,5 @@
 // sdpa: scaled dot-product attention with grouped KV heads, causal / sliding-window / additive
-// masks and logit soft-capping (transformers' eager_attention_forward, computed blockwise).
+// masks, logit soft-capping and optional per-head attention sinks (transformers' eager_attention_forward, computed blockwise).
 //
 // Work is split into tasks of (batch, kv head, a subset of that kv head's query heads, a block of
 // queries). A task stacks its query rows into one matrix so that the keys and values of the kv
@@ -58,9 +58,13 @@ bool scores_to_probs(const SdpaArgs& a, float* s, int64_t k0, int64_t nk, int64_
     std::fill(v, v + n, 0.f);
     return false;
   }
+  // An attention sink is one more logit in the softmax whose column is then dropped.
+  const float sink = a.sinks ? a.sinks[h] : kNegInf;
+  mx = sink > mx ? sink : mx;
   float sum[8] = {0, 0, 0, 0, 0, 0, 0, 0};
   for (int64_t j = 0; j < n; ++j) sum[j % 8] += (v[j] = std::exp(v[j] - mx));
-  const float inv = 1.f / (((sum[0] + sum[1]) + (sum[2] + sum[3])) + ((sum[4] + sum[5]) + (sum[6] + sum[7])));
+  const float sink_p = a.sinks ? std::exp(sink - mx) : 0.f;
+  const float inv = 1.f / ((((sum[0] + sum[1]) + (sum[2] + sum[3])) + ((sum[4] + sum[5]) + (sum[6] + sum[7]))) + sink_p);
   for (int64_t j = 0; j < n; ++j) v[j] *= inv;
   return true;
 }

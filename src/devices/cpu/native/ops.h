@@ -63,6 +63,7 @@ struct SdpaArgs {
   float scale, softcap;
   int64_t causal_offset, window;
   int kv_dtype;
+  const float* sinks;  // [Hq] attention-sink logits (gpt-oss), or null
 };
 void sdpa(const SdpaArgs& a);
 
@@ -92,6 +93,11 @@ void rotary(const float* x, const float* cos, const float* sin, float* out, int6
 // embedding.cc (ids already checked to be in range)
 void embedding(const void* table, int table_dtype, const void* ids, int ids_dtype, float* out,
                int64_t n, int64_t dim);
+
+// mxfp4.cc: rows of nb blocks (16 bytes each) with one scale byte per block (scale rows
+// scale_row bytes apart) -> float32 [rows, nb * 32]
+void dequant_mxfp4(const uint8_t* blocks, const uint8_t* scales, int64_t scale_row, float* out,
+                   int64_t rows, int64_t nb);
 
 // sort.cc
 void sort(const float* x, float* values, int64_t* indices, int64_t rows, int64_t n, bool descending);

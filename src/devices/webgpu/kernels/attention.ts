@@ -1,6 +1,7 @@
 /**
  * Scaled dot-product attention with grouped KV heads, soft-capping, causal and sliding-window
- * masks and an optional additive mask (the cpu addon's sdpa contract, native.ts). One workgroup
+ * masks, an optional additive mask and optional attention sinks (the cpu addon's sdpa contract,
+ * native.ts). A sink starts the online softmax as a logit with no value (running max = sink, sum = 1). One workgroup
  * per (query, head, batch): keys are visited in chunks of 64 (one per thread), with an online
  * softmax (running max and sum) so any number of keys fits; each thread accumulates its share of
  * the Dv output dims. Fully masked queries output zeros. Keys and values are read in their dtype
@@ -21,11 +22,13 @@ function sdpa(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | null, out: Tensor,
   const [B, Hq, Lq, D] = q.shape, [, Hkv, Lk] = k.shape, Dv = v.shape[3];
   if (D > MAX_HEAD || Dv > MAX_HEAD) throw new RangeError(`webgpu: attention head size ${Math.max(D, Dv)} exceeds ${MAX_HEAD}`);
   if (Lq > 65535 || Hq > 65535 || B > 65535) throw new RangeError(`webgpu: attention grid [${Lq}, ${Hq}, ${B}] exceeds 65535 per dimension`);
-  const prog = dev.dispatcher.program(`sdpa:${mask ? "mask" : "-"}:${k.dtype}`, ["read", "read", "read", "read", "write"], () => `${LIBRARY}
+  const sinks = p.sinks;
+  const prog = dev.dispatcher.program(`sdpa:${mask ? "mask" : "-"}:${sinks ? "sinks" : "-"}:${k.dtype}`, ["read", "read", "read", "read", "write", "read"], () => `${LIBRARY}
 @group(0) @binding(1) var<storage, read> Q: array<f32>;
 ${binding(2, "k", "read")}${loader("k", k.dtype)}${binding(3, "v", "read")}${loader("v", v.dtype)}
 @group(0) @binding(4) var<storage, read> MASK: array<f32>;
 @group(0) @binding(5) var<storage, read_write> O: array<f32>;
+@group(0) @binding(6) var<storage, read> SINKS: array<f32>;
 var<workgroup> qs: array<f32, ${MAX_HEAD}>;
 var<workgroup> ps: array<f32, ${WG}>;
 var<workgroup> red: array<f32, ${WG}>;
@@ -58,6 +61,7 @@ fn wg_reduce(v: f32, lid: u32, is_max: bool) -> f32 {
   var acc: array<f32, ${MAX_HEAD / WG}>;
   var m = -inf_f();
   var l = 0.0;
+  ${sinks ? "m = SINKS[pu(30u) + h]; l = 1.0;" : ""}
   workgroupBarrier();
   for (var j0 = lo; j0 < hi; j0 = j0 + ${WG}) {
     let j = j0 + i32(lid);
@@ -97,11 +101,11 @@ fn wg_reduce(v: f32, lid: u32, is_max: bool) -> f32 {
   }
 }`);
   const ms = mask ? mask.strides : [0, 0, 0, 0];
-  dev.dispatcher.dispatch(prog, [bufferOf(q), bufferOf(k), bufferOf(v), bufferOf(mask ?? q), bufferOf(out)], [
+  dev.dispatcher.dispatch(prog, [bufferOf(q), bufferOf(k), bufferOf(v), bufferOf(mask ?? q), bufferOf(out), bufferOf(sinks ?? q)], [
     Hq, Hkv, Lq, Lk, D, Dv,
     q.offset, ...q.strides, k.offset, ...k.strides, v.offset, ...v.strides,
     mask?.offset ?? 0, ms[0], ms[1], ms[2],
-    fbits(p.scale), fbits(p.softcap), p.causalOffset, p.window, out.offset,
+    fbits(p.scale), fbits(p.softcap), p.causalOffset, p.window, out.offset, sinks?.offset ?? 0,
   ], [Lq, Hq, B]);
 }
 

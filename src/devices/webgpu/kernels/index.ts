@@ -5,6 +5,7 @@ import { elementwiseKernels } from "./elementwise.js";
 import { gatedDeltaKernels } from "./gated_delta.js";
 import { gatherKernels } from "./gather.js";
 import { matmulKernels } from "./matmul.js";
+import { mxfp4Kernels } from "./mxfp4.js";
 import { normKernels } from "./norm.js";
 import { reduceKernels } from "./reduce.js";
 import { sortKernels } from "./sort.js";
@@ -18,4 +19,5 @@ export const webgpuKernels: KernelSignatures = {
   ...gatherKernels,
   ...gatedDeltaKernels,
   ...sortKernels,
+  ...mxfp4Kernels,
 };
