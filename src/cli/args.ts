@@ -1,11 +1,15 @@
-/** Flag parsing for the CLI (node:util parseArgs), accepting `--flag false` for boolean flags. */
+/**
+ * Flag parsing for the CLI (node:util parseArgs), accepting `--flag false` for boolean flags and
+ * `--flag -1` (a negative number) for value flags; an unknown flag names the closest known one.
+ */
 import { parseArgs, type ParseArgsConfig } from "node:util";
+import { closestName } from "../transformers/generation/configuration_utils.js";
 
 export class UsageError extends Error {}
 
 type Options = NonNullable<ParseArgsConfig["options"]>;
 
-/** Parse argv with `options`; boolean flags may be followed by "true" or "false". */
+/** Parse argv with `options`; boolean flags may be followed by "true" or "false". Throws UsageError. */
 export function parseFlags(argv: string[], options: Options): Record<string, string | boolean | undefined> {
   const args: string[] = [];
   for (let i = 0; i < argv.length; i++) {
@@ -14,12 +18,22 @@ export function parseFlags(argv: string[], options: Options): Record<string, str
       if (argv[++i] === "true") args.push(argv[i - 1]);
       continue;
     }
+    if (options[name]?.type === "string" && /^-(\d|\.\d|inf)/i.test(argv[i + 1] ?? "")) {
+      args.push(`${argv[i]}=${argv[++i]}`); // a negative number is a value, not a flag
+      continue;
+    }
     args.push(argv[i]);
   }
   try {
     return parseArgs({ args, options, allowPositionals: false, strict: true }).values as Record<string, string | boolean | undefined>;
   } catch (e) {
-    throw new UsageError((e as Error).message.replace(/\s*\n\s*/g, " "));
+    const err = e as Error & { code?: string };
+    const unknown = err.code === "ERR_PARSE_ARGS_UNKNOWN_OPTION" ? /'(-[^']*)'/.exec(err.message)?.[1] : undefined;
+    if (unknown) {
+      const near = closestName(unknown.replace(/^-+/, ""), Object.keys(options));
+      throw new UsageError(`unknown option '${unknown}'${near ? `; did you mean '--${near}'?` : ""}`);
+    }
+    throw new UsageError(err.message.replace(/\s*\n\s*/g, " "));
   }
 }
 
