@@ -12,10 +12,12 @@ type Options = NonNullable<ParseArgsConfig["options"]>;
 /** Parse argv with `options`; boolean flags may be followed by "true" or "false". Throws UsageError. */
 export function parseFlags(argv: string[], options: Options): Record<string, string | boolean | undefined> {
   const args: string[] = [];
+  const off: string[] = []; // boolean flags given as `--flag false`: explicitly false, not absent
   for (let i = 0; i < argv.length; i++) {
     const name = argv[i].startsWith("--") ? argv[i].slice(2) : "";
     if (options[name]?.type === "boolean" && (argv[i + 1] === "true" || argv[i + 1] === "false")) {
       if (argv[++i] === "true") args.push(argv[i - 1]);
+      else off.push(name);
       continue;
     }
     if (options[name]?.type === "string" && /^-(\d|\.\d|inf)/i.test(argv[i + 1] ?? "")) {
@@ -25,7 +27,9 @@ export function parseFlags(argv: string[], options: Options): Record<string, str
     args.push(argv[i]);
   }
   try {
-    return parseArgs({ args, options, allowPositionals: false, strict: true }).values as Record<string, string | boolean | undefined>;
+    const values = parseArgs({ args, options, allowPositionals: false, strict: true }).values as Record<string, string | boolean | undefined>;
+    for (const name of off) values[name] ??= false;
+    return values;
   } catch (e) {
     const err = e as Error & { code?: string };
     const unknown = err.code === "ERR_PARSE_ARGS_UNKNOWN_OPTION" ? /'(-[^']*)'/.exec(err.message)?.[1] : undefined;
