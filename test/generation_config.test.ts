@@ -40,6 +40,11 @@ test("generate() follows transformers' length, generation_config and precedence 
       assert.deepEqual((out.sequences as unknown as number[]).slice(L), c.new_ids, c.name);
     }
     assert.deepEqual(out.finishReason, c.finish_reason, c.name);
+    if (!batch) {
+      // A static cache is sized for the real generation length (prompt + new tokens), past max_position_embeddings too.
+      const fixed = await model.generate(c.prompt as number[], { ...opts, cacheImplementation: "static", returnDictInGenerate: false });
+      assert.deepEqual(fixed.slice(L), c.new_ids, `${c.name} (static cache)`);
+    }
   }
 });
 
@@ -58,6 +63,20 @@ test("generateStream reports each row's finish reason as it ends; generate() kee
   assert.deepEqual(plain, [...prompt, ...greedy.greedy_new_ids.slice(0, 3)]);
   const dict = await model.generate(prompt, { maxNewTokens: 3, returnDictInGenerate: true });
   assert.deepEqual(dict, { sequences: plain, finishReason: "length" });
+});
+
+test("a generation_config.json cache_implementation tsorch lacks falls back to the dynamic cache (same tokens)", async (t) => {
+  const skip = missing(STORIES);
+  if (skip) return t.skip(skip);
+  const greedy = readJson(path.join(STORIES, "expected.json")).generation[0];
+  for (const cache of ["hybrid", "offloaded", "static"]) {
+    const dir = caseModelDir({ name: "", model: "stories260K", config: {}, generation_config: { cache_implementation: cache }, prompt: [], attention_mask: null, kwargs: {}, tokenizer: false });
+    const model = await AutoModelForCausalLM.fromPretrained(dir);
+    const out = await model.generate(greedy.input_ids as number[], { maxNewTokens: 8 });
+    assert.deepEqual(out.slice(greedy.input_ids.length), greedy.greedy_new_ids.slice(0, 8), cache);
+  }
+  const model = await AutoModelForCausalLM.fromPretrained(STORIES);
+  await assert.rejects(model.generate([1], { cacheImplementation: "offloaded" as never }), /cacheImplementation must be 'dynamic' or 'static', got "offloaded"/);
 });
 
 test("unknown option names are refused, naming the closest valid option", async (t) => {

@@ -119,7 +119,8 @@ export abstract class PreTrainedModel extends Module {
   async generate(inputIds: number[][], opts?: GenerationOptions & { returnDictInGenerate?: false }): Promise<number[][]>;
   async generate(inputIds: number[], opts: GenerationOptions & { returnDictInGenerate: true }): Promise<{ sequences: number[]; finishReason: FinishReason }>;
   async generate(inputIds: number[][], opts: GenerationOptions & { returnDictInGenerate: true }): Promise<{ sequences: number[][]; finishReason: FinishReason[] }>;
-  async generate(inputIds: number[] | number[][], opts?: GenerationOptions): Promise<unknown>;
+  async generate(inputIds: number[], opts?: GenerationOptions): Promise<number[] | { sequences: number[]; finishReason: FinishReason }>;
+  async generate(inputIds: number[][], opts?: GenerationOptions): Promise<number[][] | { sequences: number[][]; finishReason: FinishReason[] }>;
   async generate(inputIds: number[] | number[][], opts: GenerationOptions = {}): Promise<unknown> {
     const batch = Array.isArray(inputIds[0]);
     const out = await generate(this, this.generationConfig, batch ? (inputIds as number[][]) : [inputIds as number[]], opts);

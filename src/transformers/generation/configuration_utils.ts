@@ -181,16 +181,16 @@ export function resolveGenerationConfig(gc: Record<string, unknown>, modelConfig
   check("doSample");
   const doSample = (raw("doSample") as boolean | undefined) ?? DEFAULTS.doSample;
   for (const key of Object.keys(SPECS) as (keyof GenerationOptions)[]) {
-    if (key !== "doSample" && (doSample || !SPECS[key].sampling)) check(key);
+    if (key === "doSample" || (SPECS[key].sampling && !doSample) || (key === "cacheImplementation" && !explicit(key))) continue;
+    check(key);
   }
   const pick = <K extends keyof typeof DEFAULTS>(key: K) => (raw(key) as (typeof DEFAULTS)[K] | undefined) ?? DEFAULTS[key];
   const toList = (v: unknown): number[] => (v === undefined || v === null ? [] : [v as number | number[]].flat());
   const eos = toList(raw("eosTokenId") ?? modelConfig.eos_token_id);
-  let cacheImplementation: CacheImplementation = DEFAULTS.cacheImplementation;
-  if (explicit("cacheImplementation") || (gc.cache_implementation !== "hybrid" && raw("cacheImplementation") !== undefined)) {
-    // transformers drops a file's legacy "hybrid" (its dynamic sliding-window cache is the default).
-    cacheImplementation = raw("cacheImplementation") as CacheImplementation;
-  }
+  // A file's cache_implementation that tsorch lacks ("hybrid", "offloaded", …) gives the dynamic cache:
+  // the cache changes memory use, never the tokens.
+  const cacheImplementation = (explicit("cacheImplementation") || gc.cache_implementation === "static"
+    ? raw("cacheImplementation") : DEFAULTS.cacheImplementation) as CacheImplementation;
   const stopStrings = [(raw("stopStrings") as string | string[] | undefined) ?? []].flat();
   if (stopStrings.length && !o.tokenizer) {
     throw new GenerationOptionError(`${label("stopStrings")} needs a tokenizer: pass { tokenizer } to generate`, "stopStrings", explicit("stopStrings"));
