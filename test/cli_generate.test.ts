@@ -103,3 +103,19 @@ test("a flag that is bad only with the model's generation_config.json is named b
   assertError(await gen("--temperature", "0"), 2, /--temperature must be a strictly positive number/, "--temperature 0 while sampling");
   assertError(await gen("--temperature", "0", "--do-sample", "false"), 1, /model\.safetensors/, "--temperature 0 without sampling is accepted");
 });
+
+test("tsorch forward refuses inputs past learned position embeddings (transformers: index error), not past rope's max_position_embeddings", async (t) => {
+  const skip = missing(SOURCES.gpt2);
+  if (skip) return t.skip(skip);
+  const ids = (n: number) => Array.from({ length: n }, () => "5").join(",");
+  const r = await tsorch(["forward", "--model", SOURCES.gpt2, "--input-ids", ids(257), "--output", "json"]);
+  assertError(r, 1, /257 tokens, more than the 256 positions of GPT2LMHeadModel's learned position embeddings \(n_positions\)/, "gpt2 forward");
+  const ok = await tsorch(["forward", "--model", SOURCES.gpt2, "--input-ids", ids(256), "--output", "json"]);
+  assert.equal(ok.code, 0, ok.stderr);
+  assert.equal(JSON.parse(ok.stdout).logits.length, 256);
+  if (missing(STORIES)) return;
+  // Rotary positions have no such limit (the 600-token generation case checks the values past 512).
+  const rope = await tsorch(["forward", "--model", STORIES, "--input-ids", ids(520), "--output", "json"]);
+  assert.equal(rope.code, 0, rope.stderr);
+  assert.equal(JSON.parse(rope.stdout).logits.length, 520);
+});
