@@ -69,11 +69,11 @@ test("stories260K: repetition penalty and stop strings match transformers; sampl
   assert.deepEqual(early.slice(prompt.length), greedyNew.slice(0, greedyNew.indexOf(eos) + 1));
 
   const bad: [unknown, RegExp][] = [
-    [{ topP: 2, doSample: true }, /topP must be in \(0, 1\]/],
-    [{ topK: -1 }, /topK must be a non-negative integer/],
+    [{ topP: -0.1, doSample: true }, /topP must be a number in \[0, 1\]/],
+    [{ topK: -1, doSample: true }, /topK must be a non-negative integer/],
     [{ temperature: 0, doSample: true }, /temperature must be a strictly positive number/],
-    [{ maxNewTokens: 1.5 }, /maxNewTokens must be a non-negative integer/],
-    [{ stopStrings: [""], tokenizer }, /stopStrings must be non-empty strings/],
+    [{ maxNewTokens: 1.5 }, /maxNewTokens must be a positive integer/],
+    [{ stopStrings: [""], tokenizer }, /stopStrings must be a non-empty string/],
     [{ attentionMask: [[0, 0, 0, 0, 0]] }, /masks every token/],
     [{ attentionMask: [[1, 1, 1, 1, 0]] }, /not left-padded/],
     [{ attentionMask: [[1, 2, 1, 1, 1]] }, /only 0 and 1/],

@@ -1,25 +1,43 @@
-/** Flag parsing for the CLI (node:util parseArgs), accepting `--flag false` for boolean flags. */
+/**
+ * Flag parsing for the CLI (node:util parseArgs), accepting `--flag false` for boolean flags and
+ * `--flag -1` (a negative number) for value flags; an unknown flag names the closest known one.
+ */
 import { parseArgs, type ParseArgsConfig } from "node:util";
+import { closestName } from "../transformers/generation/configuration_utils.js";
 
 export class UsageError extends Error {}
 
 type Options = NonNullable<ParseArgsConfig["options"]>;
 
-/** Parse argv with `options`; boolean flags may be followed by "true" or "false". */
+/** Parse argv with `options`; boolean flags may be followed by "true" or "false". Throws UsageError. */
 export function parseFlags(argv: string[], options: Options): Record<string, string | boolean | undefined> {
   const args: string[] = [];
+  const off: string[] = []; // boolean flags given as `--flag false`: explicitly false, not absent
   for (let i = 0; i < argv.length; i++) {
     const name = argv[i].startsWith("--") ? argv[i].slice(2) : "";
     if (options[name]?.type === "boolean" && (argv[i + 1] === "true" || argv[i + 1] === "false")) {
       if (argv[++i] === "true") args.push(argv[i - 1]);
+      else off.push(name);
+      continue;
+    }
+    if (options[name]?.type === "string" && /^-(\d|\.\d|inf)/i.test(argv[i + 1] ?? "")) {
+      args.push(`${argv[i]}=${argv[++i]}`); // a negative number is a value, not a flag
       continue;
     }
     args.push(argv[i]);
   }
   try {
-    return parseArgs({ args, options, allowPositionals: false, strict: true }).values as Record<string, string | boolean | undefined>;
+    const values = parseArgs({ args, options, allowPositionals: false, strict: true }).values as Record<string, string | boolean | undefined>;
+    for (const name of off) values[name] ??= false;
+    return values;
   } catch (e) {
-    throw new UsageError((e as Error).message.replace(/\s*\n\s*/g, " "));
+    const err = e as Error & { code?: string };
+    const unknown = err.code === "ERR_PARSE_ARGS_UNKNOWN_OPTION" ? /'(-[^']*)'/.exec(err.message)?.[1] : undefined;
+    if (unknown) {
+      const near = closestName(unknown.replace(/^-+/, ""), Object.keys(options));
+      throw new UsageError(`unknown option '${unknown}'${near ? `; did you mean '--${near}'?` : ""}`);
+    }
+    throw new UsageError(err.message.replace(/\s*\n\s*/g, " "));
   }
 }
 

@@ -4,9 +4,13 @@
  */
 import { existsSync } from "node:fs";
 import * as path from "node:path";
-import { resolveModel } from "../hub/index.js";
+import { loadConfig, loadGenerationConfig, resolveModel } from "../hub/index.js";
 import { AutoModelForCausalLM } from "../transformers/auto.js";
 import { DecodeStream } from "../transformers/decode_stream.js";
+import {
+  GenerationOptionError, resolveGenerationConfig, type FinishReason, type GenerationOptions, type OptionLabels,
+} from "../transformers/generation/configuration_utils.js";
+import { generateStream } from "../transformers/generation/utils.js";
 import { PreTrainedTokenizer } from "../transformers/tokenization.js";
 import type { PreTrainedModel } from "../transformers/modeling_utils.js";
 import { numberFlag, parseFlags, parseIdLists, UsageError } from "./args.js";
@@ -17,14 +21,17 @@ const MODEL_FLAGS = {
 } as const;
 
 export const GENERATE_USAGE = `usage: tsorch generate --model DIR_OR_HUB_ID [--prompt TEXT | --input-ids 1,2,3[;4,5,6]] [options]
-  --max-new-tokens N   (default: generation_config.json, else 20)
+  --max-new-tokens N   new tokens at most
+  --max-length N       prompt + new tokens at most (used when max-new-tokens is set nowhere)
   --do-sample [true|false] --temperature T --top-k K --top-p P --min-p P --repetition-penalty R --seed S
   --stop STRING        stop string (repeatable)
   --chat               apply the tokenizer's chat template to the prompt
   --cache static|dynamic
   --device cpu|webgpu  --dtype float32|bfloat16|float16|auto
-  --output text|json   json prints {"new_token_ids": [...], "text": "..."}
-The prompt is read from stdin when --prompt and --input-ids are absent.`;
+  --output text|json   json prints {"new_token_ids": [...], "text": "...", "finish_reason": "eos|stop_string|length"}
+Unset options come from the model's generation_config.json, then transformers' defaults (length:
+prompt + 20 tokens, at most max_position_embeddings). The prompt is read from stdin when --prompt
+and --input-ids are absent.`;
 
 export const FORWARD_USAGE = `usage: tsorch forward --model DIR_OR_HUB_ID --input-ids 1,2,3[;4,5,6] [--device D] [--dtype T] --output json
 Prints {"logits": [[...], ...]}: the logits of every position (one level deeper for several sequences).`;
@@ -34,9 +41,11 @@ function checkOutput(v: unknown): "text" | "json" {
   throw new UsageError(`--output must be text or json, got '${v}'`);
 }
 
-async function loadModel(values: Record<string, unknown>): Promise<{ model: PreTrainedModel; dir: string }> {
+/** Resolve and load the model; `beforeWeights(dir)` runs once the folder is there, before the weights load. */
+async function loadModel(values: Record<string, unknown>, beforeWeights?: (dir: string) => Promise<void>): Promise<{ model: PreTrainedModel; dir: string }> {
   if (typeof values.model !== "string") throw new UsageError("--model is required (a folder or a Hub id such as org/name)");
   const dir = await resolveModel(values.model, { revision: values.revision as string | undefined });
+  await beforeWeights?.(dir);
   const model = await AutoModelForCausalLM.fromPretrained(dir, { device: values.device as string | undefined, dtype: values.dtype as string | undefined });
   return { model, dir };
 }
@@ -62,20 +71,40 @@ async function readStdin(): Promise<string> {
   return Buffer.concat(chunks).toString("utf8").replace(/\n$/, "");
 }
 
+/** The CLI flag of each generate option, for error messages. */
+const FLAGS: OptionLabels = {
+  maxNewTokens: "--max-new-tokens", maxLength: "--max-length", doSample: "--do-sample", temperature: "--temperature",
+  topK: "--top-k", topP: "--top-p", minP: "--min-p", repetitionPenalty: "--repetition-penalty", seed: "--seed",
+  stopStrings: "--stop", cacheImplementation: "--cache",
+};
+
+/**
+ * Check the generate flags against the model's generation_config.json and config.json (sampling
+ * flags only when sampling): a bad flag is a UsageError naming it; a bad file value, an Error.
+ */
+function checkFlags(flags: GenerationOptions, gc: Record<string, unknown>, config: Record<string, unknown>): void {
+  try {
+    // A stand-in tokenizer: whether one exists is known only once the model folder is there.
+    resolveGenerationConfig(gc, config, { ...flags, tokenizer: { decode: () => "" } }, FLAGS);
+  } catch (e) {
+    if (e instanceof GenerationOptionError && e.explicit) throw new UsageError(e.message);
+    throw e;
+  }
+}
+
 export async function generateCommand(argv: string[]): Promise<void> {
   const v = parseFlags(argv, {
     ...MODEL_FLAGS,
-    prompt: { type: "string" }, "max-new-tokens": { type: "string" }, "do-sample": { type: "boolean" },
+    prompt: { type: "string" }, "max-new-tokens": { type: "string" }, "max-length": { type: "string" }, "do-sample": { type: "boolean" },
     temperature: { type: "string" }, "top-k": { type: "string" }, "top-p": { type: "string" }, "min-p": { type: "string" },
     "repetition-penalty": { type: "string" }, seed: { type: "string" }, stop: { type: "string", multiple: true },
     chat: { type: "boolean" }, cache: { type: "string" },
   });
   const output = checkOutput(v.output);
   if (v.prompt !== undefined && v["input-ids"] !== undefined) throw new UsageError("pass either --prompt or --input-ids, not both");
-  const cache = v.cache as string | undefined;
-  if (cache !== undefined && cache !== "static" && cache !== "dynamic") throw new UsageError(`--cache must be static or dynamic, got '${cache}'`);
-  const flags = {
+  const flags: GenerationOptions = {
     maxNewTokens: numberFlag(v, "max-new-tokens", true),
+    maxLength: numberFlag(v, "max-length", true),
     doSample: v["do-sample"] as boolean | undefined,
     temperature: numberFlag(v, "temperature"),
     topK: numberFlag(v, "top-k", true),
@@ -84,14 +113,16 @@ export async function generateCommand(argv: string[]): Promise<void> {
     repetitionPenalty: numberFlag(v, "repetition-penalty"),
     seed: numberFlag(v, "seed", true),
     stopStrings: v.stop as string[] | undefined,
-    cacheImplementation: cache as "static" | "dynamic" | undefined,
+    cacheImplementation: v.cache as "static" | "dynamic" | undefined,
   };
-  const { model, dir } = await loadModel(v);
-  const byIds = typeof v["input-ids"] === "string";
-  const tokenizer = await loadTokenizer(dir, !byIds);
+  for (const key of Object.keys(flags) as (keyof GenerationOptions)[]) if (flags[key] === undefined) delete flags[key];
+  const rowsById = typeof v["input-ids"] === "string" ? parseIdLists(v["input-ids"]) : undefined;
+  checkFlags(flags, {}, {}); // before anything loads: each flag alone (sampling flags when --do-sample is on)
+  const { model, dir } = await loadModel(v, async (folder) => checkFlags(flags, await loadGenerationConfig(folder), await loadConfig(folder)));
+  const tokenizer = await loadTokenizer(dir, !rowsById);
 
   let rows: number[][];
-  if (byIds) rows = parseIdLists(v["input-ids"] as string);
+  if (rowsById) rows = rowsById;
   else {
     const prompt = typeof v.prompt === "string" ? v.prompt : await readStdin();
     rows = [v.chat
@@ -100,21 +131,19 @@ export async function generateCommand(argv: string[]): Promise<void> {
   }
   const pad = (model.generationConfig.pad_token_id ?? model.config.pad_token_id ?? 0) as number;
   const { ids, mask } = leftPad(rows, pad);
-  const opts = { ...flags, tokenizer, attentionMask: rows.length > 1 ? mask : undefined };
+  const opts: GenerationOptions = { ...flags, ...(tokenizer && { tokenizer }), ...(rows.length > 1 && { attentionMask: mask }) };
 
   const fresh: number[][] = ids.map(() => []);
-  const finished = ids.map(() => false);
-  const eos = new Set<number>([model.generationConfig.eos_token_id ?? model.config.eos_token_id ?? []].flat() as number[]);
   const stream = output === "text" && tokenizer && rows.length === 1
     ? new DecodeStream(tokenizer, { skipSpecialTokens: true })
     : undefined;
-  const steps = model.generateStream(ids, opts); // validates the options before anything is printed
+  const steps = generateStream(model, model.generationConfig, ids, opts, FLAGS); // validates before anything is printed
+  const running = ids.map(() => true);
   if (stream) process.stdout.write(stream.put(ids[0]));
   for await (const step of steps) {
     step.forEach((t, b) => {
-      if (finished[b]) return;
-      fresh[b].push(t);
-      if (eos.has(t)) finished[b] = true;
+      if (running[b]) fresh[b].push(t);
+      running[b] = !steps.finishReasons[b];
     });
     if (stream) process.stdout.write(stream.put(step[0]));
   }
@@ -125,7 +154,8 @@ export async function generateCommand(argv: string[]): Promise<void> {
   const texts = fresh.map((f) => (tokenizer ? tokenizer.decode(f, { skipSpecialTokens: true }) : null));
   if (output === "json") {
     const one = rows.length === 1;
-    process.stdout.write(JSON.stringify({ new_token_ids: one ? fresh[0] : fresh, text: one ? texts[0] : texts }) + "\n");
+    const reasons = steps.finishReasons as FinishReason[];
+    process.stdout.write(JSON.stringify({ new_token_ids: one ? fresh[0] : fresh, text: one ? texts[0] : texts, finish_reason: one ? reasons[0] : reasons }) + "\n");
   } else {
     process.stdout.write(texts.map((t, b) => t ?? fresh[b].join(",")).join("\n") + "\n");
   }
@@ -140,7 +170,8 @@ export async function forwardCommand(argv: string[]): Promise<void> {
   const pad = (model.config.pad_token_id ?? 0) as number;
   const { ids, mask } = leftPad(rows, pad);
   const L = ids[0].length;
-  if (L > model.maxPositions) throw new RangeError(`input has ${L} tokens, longer than the model's max_position_embeddings (${model.maxPositions})`);
+  const limit = model.positionLimit;
+  if (limit !== undefined && L > limit) throw new RangeError(`input has ${L} tokens, more than the ${limit} positions of ${model.constructor.name}'s learned position embeddings (n_positions)`);
   const logits = model.logits(ids, rows.length > 1 ? mask : undefined);
   const data = (await logits.data()) as Float32Array;
   const V = logits.shape[2];

@@ -5,5 +5,6 @@ export { AutoTokenizer, PreTrainedTokenizer, type ChatMessage, type ChatTemplate
 export { DecodeStream } from "./decode_stream.js";
 export { PreTrainedModel, WeightLoadError, type CausalLMInputs } from "./modeling_utils.js";
 export { KVCache, type CacheImplementation } from "./cache_utils.js";
-export { type GenerationOptions } from "./generation/utils.js";
+export { GenerationOptionError, type FinishReason, type GenerationOptions } from "./generation/configuration_utils.js";
+export { type GenerateOutput, type GenerationStream } from "./generation/utils.js";
 export { CAUSAL_LM_ARCHITECTURES, UnsupportedArchitectureError } from "./models/index.js";

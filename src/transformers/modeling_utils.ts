@@ -14,7 +14,8 @@ import { Tensor } from "../tensor/tensor.js";
 import type { KVCache } from "./cache_utils.js";
 import { applyCheckpointLayout, type CheckpointLayout } from "./checkpoint_layout.js";
 import type { RawConfig } from "./configuration.js";
-import { generate, generateStream, type GenerationOptions } from "./generation/utils.js";
+import type { FinishReason, GenerationOptions } from "./generation/configuration_utils.js";
+import { generate, generateStream, type GenerationStream } from "./generation/utils.js";
 
 /** Inputs of one forward step, fully prepared by the caller (the generation loop or `logits`). */
 export interface CausalLMInputs {
@@ -44,8 +45,13 @@ export abstract class PreTrainedModel extends Module {
 
   /** Number of decoder layers (the KV cache gets one entry per layer). */
   abstract get numLayers(): number;
-  /** Longest sequence the model supports (config max_position_embeddings / n_positions). */
+  /**
+   * config max_position_embeddings (GPT-2: n_positions). Rotary models run past it; it caps only
+   * generate()'s default length, as in transformers.
+   */
   abstract get maxPositions(): number;
+  /** Positions the model can embed at all: learned position embeddings' size; undefined (rotary) = no limit. */
+  get positionLimit(): number | undefined { return undefined; }
   /** Next-token logits: float32 [B, L', vocab] with L' = logitsToKeep || L. */
   abstract forward(inputs: CausalLMInputs): Tensor;
 
@@ -129,18 +135,29 @@ export abstract class PreTrainedModel extends Module {
   /**
    * Generate continuations (transformers' generate): `inputIds` is one prompt (number[]) or a
    * batch (number[][], left-padded with `attentionMask` when lengths differ). Returns the full
-   * sequences (prompt then new tokens), in the same form as the input.
+   * sequences (prompt then new tokens), in the same form as the input; with
+   * `returnDictInGenerate: true`, `{ sequences, finishReason }` (per row for a batch), where
+   * finishReason is "eos", "stop_string" or "length". Options left unset come from
+   * generation_config.json, then transformers' defaults; an unknown option name throws.
    */
-  async generate(inputIds: number[], opts?: GenerationOptions): Promise<number[]>;
-  async generate(inputIds: number[][], opts?: GenerationOptions): Promise<number[][]>;
-  async generate(inputIds: number[] | number[][], opts: GenerationOptions = {}): Promise<number[] | number[][]> {
+  async generate(inputIds: number[], opts?: GenerationOptions & { returnDictInGenerate?: false }): Promise<number[]>;
+  async generate(inputIds: number[][], opts?: GenerationOptions & { returnDictInGenerate?: false }): Promise<number[][]>;
+  async generate(inputIds: number[], opts: GenerationOptions & { returnDictInGenerate: true }): Promise<{ sequences: number[]; finishReason: FinishReason }>;
+  async generate(inputIds: number[][], opts: GenerationOptions & { returnDictInGenerate: true }): Promise<{ sequences: number[][]; finishReason: FinishReason[] }>;
+  async generate(inputIds: number[], opts?: GenerationOptions): Promise<number[] | { sequences: number[]; finishReason: FinishReason }>;
+  async generate(inputIds: number[][], opts?: GenerationOptions): Promise<number[][] | { sequences: number[][]; finishReason: FinishReason[] }>;
+  async generate(inputIds: number[] | number[][], opts: GenerationOptions = {}): Promise<unknown> {
     const batch = Array.isArray(inputIds[0]);
     const out = await generate(this, this.generationConfig, batch ? (inputIds as number[][]) : [inputIds as number[]], opts);
-    return batch ? out : out[0];
+    if (opts.returnDictInGenerate) return batch ? out : { sequences: out.sequences[0], finishReason: out.finishReason[0] };
+    return batch ? out.sequences : out.sequences[0];
   }
 
-  /** Stream generation: yields the new token of every row per step (see generateStream). */
-  generateStream(inputIds: number[][], opts: GenerationOptions = {}): AsyncGenerator<number[]> {
+  /**
+   * Stream generation: yields the new token of every row per step; `finishReasons` says which rows
+   * ended and why (see generateStream). Throws at the call for bad options or inputs.
+   */
+  generateStream(inputIds: number[][], opts: GenerationOptions = {}): GenerationStream {
     return generateStream(this, this.generationConfig, inputIds, opts);
   }
 

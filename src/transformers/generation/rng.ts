@@ -1,11 +1,17 @@
 /**
  * A seedable random number generator for sampling (xoshiro128**, seeded through splitmix32).
  * The same seed gives the same tokens on every run and device; it cannot reproduce PyTorch's
- * generator, so sampled text differs from transformers' for the same seed.
+ * generator, so sampled text differs from transformers' for the same seed. Without a seed, the
+ * state comes from crypto.getRandomValues (never the clock: two generators made in the same
+ * millisecond differ).
  */
 export class Random {
   private s = new Uint32Array(4);
-  constructor(seed: number = Date.now()) {
+  constructor(seed?: number) {
+    if (seed === undefined) {
+      do crypto.getRandomValues(this.s); while (this.s.every((w) => w === 0)); // xoshiro's state must not be all zero
+      return;
+    }
     let x = seed >>> 0;
     for (let i = 0; i < 4; i++) {
       x = (x + 0x9e3779b9) >>> 0;

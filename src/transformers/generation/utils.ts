@@ -1,71 +1,31 @@
 /**
  * The generation loop (transformers' GenerationMixin.generate, greedy search and multinomial
  * sampling): prefill the prompt into a KV cache, then decode one token per step, applying the
- * logits processors, until every sequence hit an EOS id or a stop string, or maxNewTokens.
- * Batches are left-padded with an attention mask; finished rows continue with the pad id.
+ * logits processors, until every sequence hit an EOS id or a stop string, or its token budget
+ * (see newTokenBudget). Batches are left-padded with an attention mask; finished rows continue
+ * with the pad id. Each row's finish reason is recorded as it ends.
  */
 import { argmax } from "../../tensor/ops.js";
-import { KVCache, type CacheImplementation } from "../cache_utils.js";
+import { KVCache } from "../cache_utils.js";
 import { positionsFromMask, type PreTrainedModel } from "../modeling_utils.js";
+import {
+  newTokenBudget, resolveGenerationConfig,
+  type FinishReason, type GenerationConfig, type GenerationOptions, type OptionLabels,
+} from "./configuration_utils.js";
 import { minPWarper, repetitionPenalty, temperatureWarper, topKWarper, topPWarper, type LogitsProcessor } from "./logits_process.js";
 import { Random } from "./rng.js";
+import { StopStringCriteria } from "./stopping_criteria.js";
 
-/** generate() options; unset fields fall back to generation_config.json, then transformers' defaults. */
-export interface GenerationOptions {
-  maxNewTokens?: number;
-  doSample?: boolean;
-  temperature?: number;
-  /** Default 50 when sampling, as transformers' GenerationConfig. */
-  topK?: number;
-  topP?: number;
-  minP?: number;
-  repetitionPenalty?: number;
-  eosTokenId?: number | number[];
-  padTokenId?: number;
-  /** Stop when the generated text ends inside one of these strings' last characters (needs `tokenizer`). */
-  stopStrings?: string[];
-  tokenizer?: { decode(ids: number[], opts?: { skipSpecialTokens?: boolean }): string };
-  /** Seed of the sampling RNG (default: time-based). */
-  seed?: number;
-  cacheImplementation?: CacheImplementation;
-  /** What the KV cache stores keys and values as: default the model's dtype (`model.dtype`: bfloat16
-   * for a bfloat16 checkpoint, as transformers); "float32" keeps full precision at twice the memory. */
-  cacheDtype?: "float32" | "float16" | "bfloat16";
-  /** 1 = token, 0 = padding, for a left-padded batch [B][L]. */
-  attentionMask?: number[][];
+/**
+ * The steps of one generation: yields, per step, the new token of every row (the pad id for rows
+ * that already finished). `finishReasons[b]` is null while row b runs and is set, before the step
+ * that ends the row is yielded, to why it ended.
+ */
+export interface GenerationStream extends AsyncGenerator<number[], void> {
+  readonly finishReasons: readonly (FinishReason | null)[];
 }
 
-type Settings = Required<Pick<GenerationOptions, "maxNewTokens" | "doSample" | "temperature" | "topK" | "topP" | "minP" | "repetitionPenalty">> & {
-  eos: number[]; pad: number; stopStrings: string[];
-};
-
-function settings(model: PreTrainedModel, gen: Record<string, unknown>, o: GenerationOptions): Settings {
-  const pick = <T>(mine: T | undefined, key: string, fallback: T): T => mine ?? ((gen[key] ?? fallback) as T);
-  const toList = (v: unknown): number[] => (v === undefined || v === null ? [] : Array.isArray(v) ? v : [v as number]);
-  const eos = toList(o.eosTokenId ?? gen.eos_token_id ?? model.config.eos_token_id);
-  const pad = o.padTokenId ?? (gen.pad_token_id as number | undefined) ?? (model.config.pad_token_id as number | undefined) ?? eos[0] ?? 0;
-  const s: Settings = {
-    maxNewTokens: pick(o.maxNewTokens, "max_new_tokens", 20),
-    doSample: pick(o.doSample, "do_sample", false),
-    temperature: pick(o.temperature, "temperature", 1),
-    topK: pick(o.topK, "top_k", 50),
-    topP: pick(o.topP, "top_p", 1),
-    minP: pick(o.minP, "min_p", 0) ?? 0,
-    repetitionPenalty: pick(o.repetitionPenalty, "repetition_penalty", 1),
-    eos, pad, stopStrings: o.stopStrings ?? [],
-  };
-  if (!Number.isInteger(s.maxNewTokens) || s.maxNewTokens < 0) throw new RangeError(`maxNewTokens must be a non-negative integer, got ${s.maxNewTokens}`);
-  if (!Number.isInteger(s.topK) || s.topK < 0) throw new RangeError(`topK must be a non-negative integer (0 = off), got ${s.topK}`);
-  if (!(s.topP > 0 && s.topP <= 1)) throw new RangeError(`topP must be in (0, 1], got ${s.topP}`);
-  if (!(s.minP >= 0 && s.minP <= 1)) throw new RangeError(`minP must be in [0, 1], got ${s.minP}`);
-  if (!(s.temperature > 0)) throw new RangeError(`temperature must be a strictly positive number, got ${s.temperature}`);
-  if (!(s.repetitionPenalty > 0)) throw new RangeError(`repetitionPenalty must be a positive number, got ${s.repetitionPenalty}`);
-  if (s.stopStrings.some((st) => typeof st !== "string" || st === "")) throw new RangeError("stopStrings must be non-empty strings");
-  if (s.stopStrings.length && !o.tokenizer) throw new Error("stopStrings needs a tokenizer: pass { tokenizer } to generate");
-  return s;
-}
-
-function processors(s: Settings): LogitsProcessor[] {
+function processors(s: GenerationConfig): LogitsProcessor[] {
   const list: LogitsProcessor[] = [];
   if (s.repetitionPenalty !== 1) list.push(repetitionPenalty(s.repetitionPenalty));
   if (s.doSample) {
@@ -79,13 +39,13 @@ function processors(s: Settings): LogitsProcessor[] {
 
 /**
  * Generate token by token. `inputIds` [B][L] (rows of equal length; pad on the left and pass
- * attentionMask for prompts of different lengths). Yields, per step, the new token of every row
- * (the pad id for rows that already finished). Throws when the prompt is longer than the model's
- * max_position_embeddings; stops early when the context is full.
+ * attentionMask for prompts of different lengths); `generationConfig` is generation_config.json as
+ * stored. Validates everything before returning (unknown option names, bad values, a prompt with
+ * no room left, learned positions exceeded), so bad arguments throw at the call. `labels` names the
+ * options in messages (the CLI passes its flags).
  */
-export function generateStream(model: PreTrainedModel, generationConfig: Record<string, unknown>, inputIds: number[][], o: GenerationOptions = {}): AsyncGenerator<number[]> {
-  // Validate eagerly, so bad arguments throw at the call rather than at the first step.
-  const s = settings(model, generationConfig, o);
+export function generateStream(model: PreTrainedModel, generationConfig: Record<string, unknown>, inputIds: number[][], o: GenerationOptions = {}, labels: OptionLabels = {}): GenerationStream {
+  const s = resolveGenerationConfig(generationConfig, model.config, o, labels);
   const B = inputIds.length;
   if (B === 0) throw new RangeError("generate: no input sequences");
   const L = inputIds[0].length;
@@ -100,23 +60,23 @@ export function generateStream(model: PreTrainedModel, generationConfig: Record<
     if (first < 0) throw new RangeError(`generate: attentionMask row ${b} masks every token`);
     if (r.indexOf(0, first) >= 0) throw new RangeError(`generate: attentionMask row ${b} is not left-padded (a 0 follows a 1); pad prompts on the left`);
   });
-  if (L > model.maxPositions) throw new RangeError(`prompt has ${L} tokens, longer than the model's max_position_embeddings (${model.maxPositions})`);
-  return decode(model, s, inputIds, mask, o);
+  const steps = newTokenBudget(s, L, { maxPositions: model.maxPositions, positionLimit: model.positionLimit, name: model.constructor.name });
+  const finishReasons = new Array<FinishReason | null>(B).fill(null);
+  return Object.assign(decode(model, s, inputIds, mask, steps, o, finishReasons), { finishReasons });
 }
 
-async function* decode(model: PreTrainedModel, s: Settings, inputIds: number[][], mask: number[][], o: GenerationOptions): AsyncGenerator<number[]> {
-  const B = inputIds.length, L = inputIds[0].length;
-  const steps = Math.min(s.maxNewTokens, model.maxPositions - L);
-  if (steps === 0) return;
-
+async function* decode(model: PreTrainedModel, s: GenerationConfig, inputIds: number[][], mask: number[][], steps: number,
+  o: GenerationOptions, reasons: (FinishReason | null)[]): AsyncGenerator<number[], void> {
+  const L = inputIds[0].length;
   const procs = processors(s);
   const rng = new Random(o.seed);
-  const newCache = () => new KVCache(model.numLayers, o.cacheImplementation ?? "dynamic", L + steps, o.cacheDtype ?? model.dtype);
+  const stops = s.stopStrings.length ? new StopStringCriteria(o.tokenizer!, s.stopStrings) : undefined;
+  // The cache holds the prompt and every new token but the last (which is never fed back).
+  const newCache = () => new KVCache(model.numLayers, s.cacheImplementation, L + steps - 1, o.cacheDtype ?? model.dtype);
   let cache = newCache();
   const recomputeAt = model.cacheRecomputeLength();
   const seqs = inputIds.map((r) => [...r]);
-  const fresh: number[][] = inputIds.map(() => []);
-  const done = new Array<boolean>(B).fill(false);
+  const padding = mask.map((r) => r.indexOf(1));
   const seen = mask.map((r) => r.reduce((a, m) => a + (m ? 1 : 0), 0));
 
   const prefill = (ids: number[][]) => model.forward({
@@ -137,15 +97,16 @@ async function* decode(model: PreTrainedModel, s: Settings, inputIds: number[][]
         return s.doSample ? rng.sample(row) : argmaxRow(row);
       });
     }
-    next = next.map((t, b) => (done[b] ? s.pad : t));
+    next = next.map((t, b) => (reasons[b] ? s.pad : t));
     next.forEach((t, b) => {
       seqs[b].push(t);
-      if (done[b]) return;
-      fresh[b].push(t);
-      if (s.eos.includes(t) || endsInStopString(fresh[b], s.stopStrings, o.tokenizer)) done[b] = true;
+      if (reasons[b]) return;
+      if (s.eos.includes(t)) reasons[b] = "eos";
+      else if (stops?.matches(seqs[b], padding[b])) reasons[b] = "stop_string";
+      else if (step === steps - 1) reasons[b] = "length";
     });
     yield next;
-    if (done.every(Boolean) || step === steps - 1) break;
+    if (reasons.every(Boolean)) break;
     for (const r of mask) r.push(1);
     if (cache.seqLength === recomputeAt) {
       // transformers' Phi3ForCausalLM.prepare_inputs_for_generation: past the original context,
@@ -170,20 +131,19 @@ function argmaxRow(row: Float32Array): number {
   return best;
 }
 
-/** transformers' StopStringCriteria: true when a stop string ends within the last token's text. */
-function endsInStopString(ids: number[], stops: string[], tok: GenerationOptions["tokenizer"]): boolean {
-  if (!stops.length || !tok) return false;
-  const text = tok.decode(ids);
-  const before = tok.decode(ids.slice(0, -1)).length;
-  return stops.some((st) => {
-    const at = text.indexOf(st, Math.max(0, before - st.length + 1));
-    return at >= 0 && at + st.length > before;
-  });
+/** generate()'s result with returnDictInGenerate: each row's full sequence and why it ended. */
+export interface GenerateOutput {
+  sequences: number[][];
+  finishReason: FinishReason[];
 }
 
-/** Run generateStream to the end; returns each row's full sequence (prompt, then new tokens). */
-export async function generate(model: PreTrainedModel, generationConfig: Record<string, unknown>, inputIds: number[][], o: GenerationOptions = {}): Promise<number[][]> {
+/**
+ * Run generateStream to the end; returns each row's full sequence (prompt, then new tokens; rows
+ * that finished early are padded with the pad id up to the longest row) and its finish reason.
+ */
+export async function generate(model: PreTrainedModel, generationConfig: Record<string, unknown>, inputIds: number[][], o: GenerationOptions = {}): Promise<GenerateOutput> {
   const seqs = inputIds.map((r) => [...r]);
-  for await (const step of generateStream(model, generationConfig, inputIds, o)) step.forEach((t, b) => seqs[b].push(t));
-  return seqs;
+  const stream = generateStream(model, generationConfig, inputIds, o);
+  for await (const step of stream) step.forEach((t, b) => seqs[b].push(t));
+  return { sequences: seqs, finishReason: stream.finishReasons as FinishReason[] };
 }

@@ -154,6 +154,8 @@ export class GPT2LMHeadModel extends PreTrainedModel {
 
   get numLayers(): number { return this.c.numHiddenLayers; }
   get maxPositions(): number { return this.c.maxPositionEmbeddings; }
+  /** Learned position embeddings (wpe): positions past n_positions do not exist. */
+  override get positionLimit(): number { return this.c.maxPositionEmbeddings; }
   protected override tiedWeights(): Record<string, string> {
     return this.c.tieWordEmbeddings ? { "lm_head.weight": "transformer.wte.weight" } : {};
   }
