@@ -1,0 +1,73 @@
+/**
+ * Tokenizer fidelity: tsorch's ids against transformers' AutoTokenizer for every tokenizer class the supported
+ * families load as (LlamaTokenizer, GemmaTokenizer, Qwen2Tokenizer, Qwen3_5Tokenizer, GPT2Tokenizer,
+ * TokenizersBackend), with the load-time rewrites, legacy/add_prefix_space, add_bos_token/add_eos_token and
+ * AddedToken flags, on awkward strings. The expected values and the folders' recipes are in
+ * test/data/tokenizer_fidelity.json, made by test/data/tokenizer_fidelity.py (transformers 5.18).
+ */
+import assert from "node:assert/strict";
+import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { test } from "node:test";
+import { AutoTokenizer, type ChatMessage } from "../src/transformers/tokenization.js";
+import { missing, readJson, ROOT, STORIES } from "./helpers/shared.js";
+
+interface Encoding {
+  text: string;
+  ids: number[];
+  ids_plain: number[];
+  decoded: string;
+  decoded_skip: string;
+}
+interface Case {
+  name: string;
+  base: "stories" | "bytelevel";
+  tokenizer: Record<string, unknown>;
+  config: Record<string, unknown>;
+  model_type: string;
+  transformers_class: string;
+  encodings: Encoding[];
+  chat_template?: string;
+  chat_ids?: number[];
+}
+
+const DATA = join(ROOT, "test/data");
+const expected = readJson<{ conversation: ChatMessage[]; cases: Case[] }>(join(DATA, "tokenizer_fidelity.json"));
+const skip = missing(STORIES);
+
+/** Sets `value` at a dotted path ("model.unk_token") of a parsed JSON object. */
+function setPath(obj: Record<string, unknown>, dotted: string, value: unknown): void {
+  const keys = dotted.split(".");
+  let at = obj;
+  for (const key of keys.slice(0, -1)) at = at[key] as Record<string, unknown>;
+  at[keys[keys.length - 1]] = value;
+}
+
+/** The folder a case describes, built as tokenizer_fidelity.py builds it. */
+function folder(c: Case): string {
+  const baseFile = c.base === "stories" ? join(STORIES, "tokenizer.json") : join(DATA, "tokenizer_bytelevel.json");
+  const json = JSON.parse(readFileSync(baseFile, "utf8")) as Record<string, unknown>;
+  for (const [path, value] of Object.entries(c.tokenizer)) setPath(json, path, value);
+  const dir = mkdtempSync(join(tmpdir(), `tsorch-fidelity-${c.name}-`));
+  writeFileSync(join(dir, "tokenizer.json"), JSON.stringify(json));
+  writeFileSync(join(dir, "tokenizer_config.json"), JSON.stringify(c.config));
+  writeFileSync(join(dir, "config.json"), JSON.stringify({ model_type: c.model_type }));
+  return dir;
+}
+
+for (const c of expected.cases) {
+  test(`${c.name} (${c.transformers_class}): encode, decode and chat template ids as transformers`, { skip }, async () => {
+    const tok = await AutoTokenizer.fromPretrained(folder(c));
+    for (const e of c.encodings) {
+      const what = `${c.name}: ${JSON.stringify(e.text)}`;
+      assert.deepEqual(tok.encode(e.text), e.ids, what);
+      assert.deepEqual(tok.encode(e.text, { addSpecialTokens: false }), e.ids_plain, `${what} without special tokens`);
+      assert.equal(tok.decode(e.ids), e.decoded, `${what} decoded`);
+      assert.equal(tok.decode(e.ids, { skipSpecialTokens: true }), e.decoded_skip, `${what} decoded, special tokens skipped`);
+    }
+    if (c.chat_ids !== undefined) {
+      assert.deepEqual(tok.applyChatTemplate(expected.conversation, { chatTemplate: c.chat_template, addGenerationPrompt: true }), c.chat_ids);
+    }
+  });
+}
