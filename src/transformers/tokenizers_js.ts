@@ -33,7 +33,7 @@ const { Tokenizer, ByteFallbackDecoder, SequenceDecoder } = tokenizersJs as unkn
   SequenceDecoder: new (config: unknown) => JsDecoder & { decoders: JsDecoder[] };
 };
 
-const STRICT_UTF8 = new TextDecoder("utf-8", { fatal: true });
+const STRICT_UTF8 = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true });
 const BYTE_TOKEN = /^<0x[0-9A-Fa-f]{2}>$/;
 
 /**

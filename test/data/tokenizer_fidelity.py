@@ -80,7 +80,10 @@ CONVERSATION = [
 COMMON_TEXTS = [
     "", " ", "   ", "\n", "Hello", " Hello", "Hello world", "  Hello   world  ", "Hello\nworld", "\n\nHello\n\n",
     "Hello\tworld", "héllo wörld 🙂", "日本語", "a\u00a0b", "I'll go, they're here", "x  \n  y", "\u00e9 vs e\u0301",
+    "12345 678.9", "a\r\nb", "\u2581Hello \u2581", "\ufeffBOM", "<0x41>", "\U0001F9D1\u200D\U0001F4BB",
 ]
+# Enough to tell the classes apart (prefix space, digits, ▁ after an added token) where only the class choice is tested.
+CLASS_TEXTS = ["Hello world", " Hello", "12345 678.9", "<s>Hello", "Hello</s> <s> world", "\n\nHello\n\n"]
 LLAMA_SPECIAL_TEXTS = [
     "<s>Hello", "<s> Hello", "<s>  Hello", "Hello</s>", "Hello</s><s>world", "Hello</s> <s> world", "</s>\n<s>",
     "<s><s>", "Hi <unk> there", "<s>", " <s>", "<s>\n",
@@ -113,9 +116,10 @@ CHATML_TEXTS = [
 ]
 
 
-def stories_case(name, *, tokenizer=None, config=None, model_type="llama", texts=(), chat=None):
+def stories_case(name, *, tokenizer=None, config=None, model_type="llama", texts=(), chat=None, few_texts=False):
+    base_texts = CLASS_TEXTS if few_texts else COMMON_TEXTS + LLAMA_SPECIAL_TEXTS
     return dict(name=name, base="stories", tokenizer=tokenizer or {}, config={**STORIES_CONFIG, **(config or {})},
-                model_type=model_type, texts=COMMON_TEXTS + LLAMA_SPECIAL_TEXTS + list(texts), chat=chat)
+                model_type=model_type, texts=base_texts + list(texts), chat=chat)
 
 
 def gemma_edits():
@@ -136,9 +140,10 @@ BYTE_CONFIG = {"eos_token": "<|im_end|>", "pad_token": "<|endoftext|>", "unk_tok
 GPT2_PRE = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True}
 
 
-def bytelevel_case(name, *, tokenizer=None, config=None, model_type="qwen2", texts=(), chat=None):
+def bytelevel_case(name, *, tokenizer=None, config=None, model_type="qwen2", texts=(), chat=None, few_texts=False):
+    base_texts = CLASS_TEXTS if few_texts else COMMON_TEXTS + CHATML_TEXTS
     return dict(name=name, base="bytelevel", tokenizer=tokenizer or {}, config={**BYTE_CONFIG, **(config or {})},
-                model_type=model_type, texts=COMMON_TEXTS + CHATML_TEXTS + list(texts), chat=chat)
+                model_type=model_type, texts=base_texts + list(texts), chat=chat)
 
 
 def llama3_edits():
@@ -169,6 +174,15 @@ CASES = [
                  texts=["<|user|>\nHi<|end|>\n<|user|>  x", "<s><|user|>Hello"]),
     stories_case("mistral-always", model_type="mistral", tokenizer={"pre_tokenizer": METASPACE_ALWAYS}),
     stories_case("deepseek-llama-fast-class", model_type="deepseek_v3", tokenizer={"pre_tokenizer": METASPACE_ALWAYS}, config={"tokenizer_class": "LlamaTokenizerFast"}),
+    # AutoTokenizer's class choice: tokenizer_class against config.json's model_type (and its tokenizer_class).
+    stories_case("no-class-llama-model", few_texts=True, tokenizer={"pre_tokenizer": METASPACE_ALWAYS}, config={"tokenizer_class": None}),
+    stories_case("no-class-no-config-json", few_texts=True, tokenizer={"pre_tokenizer": METASPACE_ALWAYS}, config={"tokenizer_class": None}, model_type=None),
+    stories_case("class-in-config-json", few_texts=True, tokenizer={"pre_tokenizer": METASPACE_ALWAYS}, config={"tokenizer_class": None},
+                 model_type={"model_type": "llama", "tokenizer_class": "LlamaTokenizerFast"}),
+    stories_case("gemma-model-llama-class", few_texts=True, tokenizer={"pre_tokenizer": METASPACE_ALWAYS}, model_type="gemma"),
+    stories_case("qwen2-model-llama-class", few_texts=True, tokenizer={"pre_tokenizer": METASPACE_ALWAYS}, model_type="qwen2"),
+    bytelevel_case("qwen3-model-fast-class", few_texts=True, model_type="qwen3", tokenizer={"pre_tokenizer": GPT2_PRE}, config={"tokenizer_class": "PreTrainedTokenizerFast"}),
+    stories_case("gemma-model-no-class", few_texts=True, model_type="gemma", tokenizer={"pre_tokenizer": METASPACE_ALWAYS}, config={"tokenizer_class": None}),
     # AddedToken flags, from tokenizer.json (LlamaTokenizer and TokenizersBackend) and from added_tokens_decoder.
     stories_case("llama-added-token-flags", tokenizer={"added_tokens": STORIES_JSON["added_tokens"] + TOOL_TOKENS}, texts=TOOL_TEXTS),
     stories_case("backend-added-token-flags", tokenizer={"added_tokens": STORIES_JSON["added_tokens"] + TOOL_TOKENS},
@@ -231,9 +245,11 @@ def build(case, base_json, folder):
     with open(os.path.join(folder, "tokenizer.json"), "w") as f:
         json.dump(j, f, ensure_ascii=False)
     with open(os.path.join(folder, "tokenizer_config.json"), "w") as f:
-        json.dump(case["config"], f, ensure_ascii=False)
-    with open(os.path.join(folder, "config.json"), "w") as f:
-        json.dump({"model_type": case["model_type"]}, f)
+        json.dump({k: v for k, v in case["config"].items() if v is not None or k != "tokenizer_class"}, f, ensure_ascii=False)
+    model_config = case["model_type"] if isinstance(case["model_type"], dict) else {"model_type": case["model_type"]}
+    if case["model_type"] is not None:
+        with open(os.path.join(folder, "config.json"), "w") as f:
+            json.dump(model_config, f)
 
 
 def main():
