@@ -37,12 +37,14 @@ const DATA = join(ROOT, "test/data");
 const expected = readJson<{ conversation: ChatMessage[]; cases: Case[] }>(join(DATA, "tokenizer_fidelity.json"));
 const skip = missing(STORIES);
 
-/** Sets `value` at a dotted path ("model.unk_token") of a parsed JSON object. */
+/** Sets `value` at a dotted path ("model.unk_token") of a parsed JSON object; a path ending in "+" appends the list `value`. */
 function setPath(obj: Record<string, unknown>, dotted: string, value: unknown): void {
-  const keys = dotted.split(".");
+  const append = dotted.endsWith("+");
+  const keys = dotted.replace(/\+$/, "").split(".");
   let at = obj;
   for (const key of keys.slice(0, -1)) at = at[key] as Record<string, unknown>;
-  at[keys[keys.length - 1]] = value;
+  const last = keys[keys.length - 1];
+  at[last] = append ? [...(at[last] as unknown[]), ...(value as unknown[])] : value;
 }
 
 /** The folder a case describes, built as tokenizer_fidelity.py builds it. */

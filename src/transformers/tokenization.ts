@@ -12,6 +12,7 @@ import { Template } from "@huggingface/jinja";
 import { readJsonFile, resolveModel, type JsonObject } from "../hub/index.js";
 import { AddedVocabulary } from "./added_vocabulary.js";
 import { postProcessor, type PostProcessor } from "./post_processor.js";
+import { preTokenizer, type PreTokenize } from "./pre_tokenizer.js";
 import { tokenizerClass } from "./tokenizer_class.js";
 import { extraSpecialTokens, isObject, mergeAddedTokens, namedSpecialContents, namedSpecialTokens } from "./tokenizer_config.js";
 import { rebuildsTokenizer, rewriteTokenizerJson } from "./tokenizer_rewrites.js";
@@ -104,6 +105,7 @@ export class PreTrainedTokenizer {
   private readonly tokenizer: JsTokenizer;
   private readonly addedVocabulary: AddedVocabulary;
   private readonly postProcess: PostProcessor;
+  private readonly preTokenize: PreTokenize;
   private readonly specialTokensMap: Record<string, string>;
   private readonly chatTemplates: string | Map<string, string> | undefined;
   private readonly parsedTemplates = new Map<string, Template>();
@@ -145,6 +147,7 @@ export class PreTrainedTokenizer {
     // tokenizer.json's post-processor decides about BOS/EOS: transformers 5 drops the config's
     // add_bos_token/add_eos_token when a tokenizer.json exists (tokenization_utils_base._from_pretrained).
     this.postProcess = postProcessor(json.post_processor as JsonObject | null, file);
+    this.preTokenize = preTokenizer(json.pre_tokenizer as JsonObject | null);
 
     const idOf = (key: string) => {
       const token = named.get(key);
@@ -195,14 +198,13 @@ export class PreTrainedTokenizer {
    */
   encode(text: string, opts: { addSpecialTokens?: boolean } = {}): number[] {
     const ids: number[] = [];
-    const { pre_tokenizer: preTokenizer, model } = this.tokenizer;
+    const model = this.tokenizer.model;
     for (const piece of this.addedVocabulary.split(text)) {
       if (piece.id !== undefined) {
         ids.push(piece.id);
         continue;
       }
-      const words = preTokenizer === null ? [piece.text] : preTokenizer.pre_tokenize(piece.text, { section_index: piece.atStart ? 0 : 1 });
-      for (const token of model(words)) {
+      for (const token of model(this.preTokenize(piece.text, piece.atStart))) {
         const id = model.tokens_to_ids.get(token) ?? model.unk_token_id;
         if (id !== undefined) ids.push(id);
       }

@@ -20,7 +20,7 @@ export interface JsDecoder {
 }
 export interface JsTokenizer {
   normalizer: { normalize(text: string): string } | null;
-  pre_tokenizer: { pre_tokenize(text: string, options?: { section_index?: number }): string[] } | null;
+  pre_tokenizer: { pre_tokenize(text: string): string[] } | null;
   model: ((tokens: string[]) => string[]) & { tokens_to_ids: Map<string, number>; unk_token_id?: number };
   decoder: JsDecoder | null;
   decode(ids: number[], opts: { skip_special_tokens: boolean; clean_up_tokenization_spaces: boolean }): string;
@@ -90,4 +90,10 @@ export function jsTokenizer(json: object, specialTokens: Record<string, string |
   const tokenizer = new Tokenizer(json, { ...specialTokens, clean_up_tokenization_spaces: false });
   useRustByteFallback(tokenizer);
   return tokenizer;
+}
+
+/** tokenizers.js' pre-tokenizer of a tokenizer.json `pre_tokenizer` value (built through a Tokenizer of an empty model). */
+export function jsPreTokenizer(config: object): NonNullable<JsTokenizer["pre_tokenizer"]> {
+  const empty = { model: { type: "BPE", vocab: {}, merges: [] }, normalizer: null, pre_tokenizer: config, post_processor: null, decoder: null, added_tokens: [] };
+  return new Tokenizer(empty, {}).pre_tokenizer!;
 }

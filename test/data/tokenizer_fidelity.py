@@ -173,6 +173,24 @@ CASES = [
                             "added_tokens": STORIES_JSON["added_tokens"] + [added(512, "<|user|>", rstrip=True), added(513, "<|end|>", rstrip=True)]},
                  texts=["<|user|>\nHi<|end|>\n<|user|>  x", "<s><|user|>Hello"]),
     stories_case("mistral-always", model_type="mistral", tokenizer={"pre_tokenizer": METASPACE_ALWAYS}),
+    # Metaspace as the Rust crate reads it: split defaults to true (cut before every ▁, which matters with "▁▁" in the
+    # vocabulary), the older add_prefix_space spelling, and prepend_scheme "first" inside a Sequence.
+    stories_case("mistral-metaspace-split", model_type="mistral",
+                 tokenizer={"pre_tokenizer": {"type": "Metaspace", "replacement": "\u2581", "prepend_scheme": "first"},
+                            "model.vocab.\u2581\u2581": 512, "model.vocab.o\u2581": 513, "model.merges+": [["\u2581", "\u2581"], ["o", "\u2581"]]},
+                 texts=["a  b", "Hello  world", "hello world", "go   o  x", "<s>  x"]),
+    stories_case("mistral-metaspace-no-split", model_type="mistral",
+                 tokenizer={"pre_tokenizer": {"type": "Metaspace", "replacement": "\u2581", "prepend_scheme": "first", "split": False},
+                            "model.vocab.\u2581\u2581": 512, "model.vocab.o\u2581": 513, "model.merges+": [["\u2581", "\u2581"], ["o", "\u2581"]]},
+                 texts=["a  b", "Hello  world", "hello world", "go   o  x", "<s>  x"]),
+    stories_case("backend-metaspace-add-prefix-space", model_type="mistral",
+                 tokenizer={"pre_tokenizer": {"type": "Metaspace", "replacement": "\u2581", "add_prefix_space": True}}),
+    stories_case("backend-split-then-metaspace-first", model_type="mistral",
+                 tokenizer={"pre_tokenizer": {"type": "Sequence", "pretokenizers": [
+                     {"type": "Digits", "individual_digits": True},
+                     {"type": "Metaspace", "replacement": "\u2581", "prepend_scheme": "first", "split": False}]}},
+                 texts=["12 apples", "a1b2", "<s>1 x"]),
+
     stories_case("deepseek-llama-fast-class", model_type="deepseek_v3", tokenizer={"pre_tokenizer": METASPACE_ALWAYS}, config={"tokenizer_class": "LlamaTokenizerFast"}),
     # AutoTokenizer's class choice: tokenizer_class against config.json's model_type (and its tokenizer_class).
     stories_case("no-class-llama-model", few_texts=True, tokenizer={"pre_tokenizer": METASPACE_ALWAYS}, config={"tokenizer_class": None}),
@@ -232,10 +250,15 @@ CASES = [
 
 
 def set_path(obj, dotted, value):
-    keys = dotted.split(".")
+    """Sets obj[a][b][c] = value for "a.b.c"; a path ending in "+" appends the list `value` instead."""
+    append = dotted.endswith("+")
+    keys = dotted.rstrip("+").split(".")
     for k in keys[:-1]:
         obj = obj[k]
-    obj[keys[-1]] = value
+    if append:
+        obj[keys[-1]] = obj[keys[-1]] + value
+    else:
+        obj[keys[-1]] = value
 
 
 def build(case, base_json, folder):
