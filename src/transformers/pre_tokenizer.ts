@@ -1,11 +1,13 @@
 /**
- * tokenizer.json's pre_tokenizer, run on one piece of text between added tokens. Metaspace is implemented here
- * as the Rust `tokenizers` crate has it (pre_tokenizers/metaspace.rs), because tokenizers.js ignores its `split`
- * option (default true: the text is cut before every ▁) and its older `add_prefix_space` spelling, and cannot
- * tell where a piece of a Sequence starts; every other pre-tokenizer is tokenizers.js'.
+ * tokenizer.json's pre_tokenizer, run on one piece of text between added tokens. Metaspace and Split are
+ * implemented here as the Rust `tokenizers` crate has them (pre_tokenizers/metaspace.rs, split.rs,
+ * tokenizer/normalizer.rs's split behaviours), because tokenizers.js ignores Metaspace's `split` option (default
+ * true: the text is cut before every ▁) and its older `add_prefix_space` spelling, cannot tell where a piece of a
+ * Sequence starts, and knows only the Isolated and Removed behaviours of Split (whose regex it compiles, Oniguruma
+ * syntax rewritten to JS, and is used here). Every other pre-tokenizer is tokenizers.js'.
  */
 import type { JsonObject } from "../hub/index.js";
-import { jsPreTokenizer } from "./tokenizers_js.js";
+import { jsPreTokenizer, jsSplitPattern } from "./tokenizers_js.js";
 
 /** Pre-tokens of a piece; atStart: the piece begins the original text (Metaspace's prepend_scheme "first"). */
 export type PreTokenize = (text: string, atStart: boolean) => string[];
@@ -33,10 +35,74 @@ function metaspace(config: JsonObject): PreTokenize {
   };
 }
 
+type Span = { start: number; end: number; isMatch: boolean };
+
+/** Pieces of `text` by the split behaviour (Rust's SplitDelimiterBehavior) applied to gaps and matches that tile it. */
+function bySplitBehavior(text: string, spans: Span[], behavior: string): string[] {
+  const merged: Span[] = [];
+  let previousMatch = false;
+  const pushOrExtend = (span: Span, extend: boolean) => {
+    const last = merged[merged.length - 1];
+    if (extend && last !== undefined) last.end = span.end;
+    else merged.push({ ...span });
+  };
+  switch (behavior) {
+    case "Removed":
+      return spans.filter((s) => !s.isMatch).map((s) => text.slice(s.start, s.end));
+    case "Isolated":
+      return spans.map((s) => text.slice(s.start, s.end));
+    case "MergedWithPrevious":
+      for (const span of spans) {
+        pushOrExtend(span, span.isMatch && !previousMatch);
+        previousMatch = span.isMatch;
+      }
+      break;
+    case "MergedWithNext": {
+      for (const span of [...spans].reverse()) {
+        const last = merged[merged.length - 1];
+        if (span.isMatch && !previousMatch && last !== undefined) last.start = span.start;
+        else merged.push({ ...span });
+        previousMatch = span.isMatch;
+      }
+      merged.reverse();
+      break;
+    }
+    case "Contiguous":
+      for (const span of spans) {
+        pushOrExtend(span, span.isMatch === previousMatch);
+        previousMatch = span.isMatch;
+      }
+      break;
+    default:
+      throw new Error(`Split pre-tokenizer behavior ${JSON.stringify(behavior)} is not one of Removed, Isolated, MergedWithPrevious, MergedWithNext, Contiguous`);
+  }
+  return merged.map((s) => text.slice(s.start, s.end));
+}
+
+/** Split: the pattern's matches and the gaps between them (flipped by invert), grouped by the behavior. */
+function split(config: JsonObject): PreTokenize {
+  const pattern = jsSplitPattern({ ...config, invert: false });
+  const invert = config.invert === true;
+  const behavior = String(config.behavior ?? "Isolated");
+  return (text) => {
+    const spans: Span[] = [];
+    let last = 0;
+    for (const match of text.matchAll(pattern)) {
+      if (match[0].length === 0) continue;
+      if (last < match.index) spans.push({ start: last, end: match.index, isMatch: invert });
+      spans.push({ start: match.index, end: match.index + match[0].length, isMatch: !invert });
+      last = match.index + match[0].length;
+    }
+    if (last < text.length) spans.push({ start: last, end: text.length, isMatch: invert });
+    return bySplitBehavior(text, spans, behavior).filter((piece) => piece.length > 0);
+  };
+}
+
 /** The pre-tokenizer of a tokenizer.json `pre_tokenizer` value (null: the piece as it is). */
 export function preTokenizer(config: JsonObject | null | undefined): PreTokenize {
   if (config === null || config === undefined) return (text) => [text];
   if (config.type === "Metaspace") return metaspace(config);
+  if (config.type === "Split") return split(config);
   if (config.type === "Sequence") {
     const steps = ((config.pretokenizers ?? []) as JsonObject[]).map(preTokenizer);
     return (text, atStart) => {

@@ -67,16 +67,15 @@ function llama(json: JsonObject, config: JsonObject): JsonObject {
 }
 
 /**
- * GemmaTokenizer (models/gemma/tokenization_gemma.py): spaces become ▁ in a Replace normalizer, byte fallback
- * with the config's unk token. transformers also sets a Split(" ", merged_with_previous) pre-tokenizer; after that
- * normalizer no space is left to split on, so it is left out here.
+ * GemmaTokenizer (models/gemma/tokenization_gemma.py): spaces become ▁ in a Replace normalizer, a Split on " "
+ * (merged with the previous piece) pre-tokenizer, byte fallback with the config's unk token.
  */
 function gemma(json: JsonObject, config: JsonObject): JsonObject {
   return {
     ...json,
     model: bpe(json.model as JsonObject, { unk_token: content(config.unk_token, "<unk>"), fuse_unk: true, byte_fallback: true }),
     normalizer: { type: "Replace", pattern: { String: " " }, content: SPIECE },
-    pre_tokenizer: null,
+    pre_tokenizer: { type: "Split", pattern: { String: " " }, behavior: "MergedWithPrevious", invert: false },
     decoder: spieceDecoder(false),
   };
 }

@@ -97,3 +97,10 @@ export function jsPreTokenizer(config: object): NonNullable<JsTokenizer["pre_tok
   const empty = { model: { type: "BPE", vocab: {}, merges: [] }, normalizer: null, pre_tokenizer: config, post_processor: null, decoder: null, added_tokens: [] };
   return new Tokenizer(empty, {}).pre_tokenizer!;
 }
+
+/** The global Unicode RegExp tokenizers.js compiles for a Split pre-tokenizer's pattern ({String} or {Regex}, Oniguruma syntax). */
+export function jsSplitPattern(config: object): RegExp {
+  const pattern = (jsPreTokenizer(config) as { pattern?: RegExp | null }).pattern;
+  if (!(pattern instanceof RegExp)) throw new Error(`Split pre-tokenizer pattern ${JSON.stringify((config as { pattern?: unknown }).pattern)} is neither {"String": …} nor {"Regex": …}`);
+  return pattern;
+}

@@ -177,12 +177,25 @@ CASES = [
     # vocabulary), the older add_prefix_space spelling, and prepend_scheme "first" inside a Sequence.
     stories_case("mistral-metaspace-split", model_type="mistral",
                  tokenizer={"pre_tokenizer": {"type": "Metaspace", "replacement": "\u2581", "prepend_scheme": "first"},
+                            "decoder": {"type": "Metaspace", "replacement": "\u2581", "prepend_scheme": "first", "split": True},
                             "model.vocab.\u2581\u2581": 512, "model.vocab.o\u2581": 513, "model.merges+": [["\u2581", "\u2581"], ["o", "\u2581"]]},
                  texts=["a  b", "Hello  world", "hello world", "go   o  x", "<s>  x"]),
     stories_case("mistral-metaspace-no-split", model_type="mistral",
                  tokenizer={"pre_tokenizer": {"type": "Metaspace", "replacement": "\u2581", "prepend_scheme": "first", "split": False},
                             "model.vocab.\u2581\u2581": 512, "model.vocab.o\u2581": 513, "model.merges+": [["\u2581", "\u2581"], ["o", "\u2581"]]},
                  texts=["a  b", "Hello  world", "hello world", "go   o  x", "<s>  x"]),
+    *[stories_case(f"backend-split-{behavior}{'-invert' if invert else ''}", model_type="mistral",
+                   tokenizer={"pre_tokenizer": {"type": "Sequence", "pretokenizers": [
+                       {"type": "Split", "pattern": {"String": " "}, "behavior": behavior, "invert": invert},
+                       {"type": "Metaspace", "replacement": "\u2581", "prepend_scheme": "never", "split": False}]}},
+                   few_texts=True, texts=["a b  c", " x ", "Hello   world", "  "])
+      for behavior, invert in [("Removed", False), ("MergedWithPrevious", False), ("MergedWithNext", False), ("Contiguous", False),
+                               ("Isolated", True), ("MergedWithNext", True)]],
+    stories_case("backend-split-regex-removed", model_type="mistral",
+                 tokenizer={"pre_tokenizer": {"type": "Sequence", "pretokenizers": [
+                     {"type": "Split", "pattern": {"Regex": "\\s+|(?i:HE)"}, "behavior": "Removed", "invert": False},
+                     {"type": "Metaspace", "replacement": "\u2581", "prepend_scheme": "always", "split": False}]}},
+                 few_texts=True, texts=["the Hello  world", "\tHEHE"]),
     stories_case("backend-metaspace-add-prefix-space", model_type="mistral",
                  tokenizer={"pre_tokenizer": {"type": "Metaspace", "replacement": "\u2581", "add_prefix_space": True}}),
     stories_case("backend-split-then-metaspace-first", model_type="mistral",
