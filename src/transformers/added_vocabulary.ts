@@ -32,9 +32,15 @@ const WHITESPACE = /\p{White_Space}/u;
 class Matcher {
   private readonly byContent = new Map<string, AddedToken>();
   private readonly lengths: number[];
+  /** First UTF-16 units of the contents: most positions are rejected by one lookup. */
+  private readonly firstUnits = new Set<number>();
 
   constructor(tokens: Iterable<[string, AddedToken]>) {
-    for (const [content, token] of tokens) if (content.length > 0) this.byContent.set(content, token);
+    for (const [content, token] of tokens) {
+      if (content.length === 0) continue;
+      this.byContent.set(content, token);
+      this.firstUnits.add(content.charCodeAt(0));
+    }
     this.lengths = [...new Set([...this.byContent.keys()].map((c) => c.length))].sort((a, b) => b - a);
   }
 
@@ -44,6 +50,7 @@ class Matcher {
 
   /** The longest token whose content starts at `at`. */
   longestAt(text: string, at: number): AddedToken | undefined {
+    if (!this.firstUnits.has(text.charCodeAt(at))) return undefined;
     for (const length of this.lengths) {
       if (at + length > text.length) continue;
       const token = this.byContent.get(text.slice(at, at + length));

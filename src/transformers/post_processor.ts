@@ -17,7 +17,7 @@ interface TemplatePiece {
  * The post-processor of a tokenizer.json `post_processor` value (null: none). Throws naming the type for a
  * post-processor this file does not know, and naming the token for a template token without ids.
  */
-export function postProcessor(config: JsonObject | null | undefined, file: string): PostProcessor {
+export function postProcessor(config: JsonObject | null | undefined): PostProcessor {
   if (config === null || config === undefined) return (ids) => ids;
   switch (config.type) {
     case "TemplateProcessing": {
@@ -33,7 +33,7 @@ export function postProcessor(config: JsonObject | null | undefined, file: strin
         }
         const name = piece.SpecialToken?.id ?? "";
         const ids = specials[name]?.ids;
-        if (!Array.isArray(ids)) throw new Error(`${file}: post_processor template token ${JSON.stringify(name)} has no entry in special_tokens`);
+        if (!Array.isArray(ids)) throw new Error(`post_processor template token ${JSON.stringify(name)} has no entry in special_tokens`);
         (seenSequence ? after : before).push(...ids);
       }
       return (ids, add) => (add ? [...before, ...ids, ...after] : ids);
@@ -47,10 +47,10 @@ export function postProcessor(config: JsonObject | null | undefined, file: strin
     case "ByteLevel":
       return (ids) => ids;
     case "Sequence": {
-      const steps = ((config.processors ?? []) as JsonObject[]).map((p) => postProcessor(p, file));
+      const steps = ((config.processors ?? []) as JsonObject[]).map((p) => postProcessor(p));
       return (ids, add) => steps.reduce((acc, step) => step(acc, add), ids);
     }
     default:
-      throw new Error(`${file}: post_processor type ${JSON.stringify(config.type)} is not supported (TemplateProcessing, BertProcessing, RobertaProcessing, ByteLevel, Sequence)`);
+      throw new Error(`post_processor type ${JSON.stringify(config.type)} is not supported (TemplateProcessing, BertProcessing, RobertaProcessing, ByteLevel, Sequence)`);
   }
 }

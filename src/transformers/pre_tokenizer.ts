@@ -73,17 +73,20 @@ function bySplitBehavior(text: string, spans: Span[], behavior: string): string[
         previousMatch = span.isMatch;
       }
       break;
-    default:
-      throw new Error(`Split pre-tokenizer behavior ${JSON.stringify(behavior)} is not one of Removed, Isolated, MergedWithPrevious, MergedWithNext, Contiguous`);
   }
   return merged.map((s) => text.slice(s.start, s.end));
 }
+
+const SPLIT_BEHAVIORS = ["Removed", "Isolated", "MergedWithPrevious", "MergedWithNext", "Contiguous"];
 
 /** Split: the pattern's matches and the gaps between them (flipped by invert), grouped by the behavior. */
 function split(config: JsonObject): PreTokenize {
   const pattern = jsSplitPattern({ ...config, invert: false });
   const invert = config.invert === true;
   const behavior = String(config.behavior ?? "Isolated");
+  if (!SPLIT_BEHAVIORS.includes(behavior)) {
+    throw new Error(`pre_tokenizer Split behavior ${JSON.stringify(behavior)} is not one of ${SPLIT_BEHAVIORS.join(", ")}`);
+  }
   return (text) => {
     const spans: Span[] = [];
     let last = 0;
@@ -98,7 +101,10 @@ function split(config: JsonObject): PreTokenize {
   };
 }
 
-/** The pre-tokenizer of a tokenizer.json `pre_tokenizer` value (null: the piece as it is). */
+/**
+ * The pre-tokenizer of a tokenizer.json `pre_tokenizer` value (null: the piece as it is).
+ * Throws for a Split with an unknown behavior or pattern, or a type tokenizers.js does not implement.
+ */
 export function preTokenizer(config: JsonObject | null | undefined): PreTokenize {
   if (config === null || config === undefined) return (text) => [text];
   if (config.type === "Metaspace") return metaspace(config);

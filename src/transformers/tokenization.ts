@@ -1,9 +1,13 @@
 /**
  * Tokenizers: a Hugging Face tokenizer folder (tokenizer.json + tokenizer_config.json) behind the API of
- * transformers' PreTrainedTokenizer, camel-cased. The encoding pipeline itself (normalizer, pre-tokenizer,
- * model, post-processor, decoder) is @huggingface/tokenizers; this file adds what transformers layers on
- * top: special tokens from the config, padding, chat templates, and the few places where the JS library
- * and the Rust `tokenizers` crate that transformers uses disagree.
+ * transformers' PreTrainedTokenizer, camel-cased, giving the ids transformers 5.18's AutoTokenizer gives:
+ * - the class AutoTokenizer picks (tokenizer_class.ts) and its load-time rebuild of tokenizer.json
+ *   (tokenizer_rewrites.ts), the added tokens and special tokens of the config (tokenizer_config.ts);
+ * - encoding as the Rust `tokenizers` crate does it: added tokens split off with their flags
+ *   (added_vocabulary.ts), then normalizer and model of @huggingface/tokenizers (tokenizers_js.ts), the
+ *   pre-tokenizer (pre_tokenizer.ts) and post-processor (post_processor.ts);
+ * - decoding by @huggingface/tokenizers with a Rust-exact ByteFallback decoder;
+ * - padding and chat templates, as transformers.
  */
 import { existsSync } from "node:fs";
 import { readFile } from "node:fs/promises";
@@ -116,13 +120,13 @@ export class PreTrainedTokenizer {
    * Builds a tokenizer from parsed files; most code calls {@link PreTrainedTokenizer.fromPretrained}.
    * Throws if tokenizer.json uses a component that @huggingface/tokenizers does not implement.
    * @param tokenizerJson tokenizer.json
-   * @param config tokenizer_config.json, with special_tokens_map.json and chat_template.jinja merged in
+   * @param tokenizerConfig tokenizer_config.json, with special_tokens_map.json and chat_template.jinja merged in
    * @param name the folder or id, used in error messages
+   * @param modelConfig config.json (model_type and tokenizer_class choose the class, as in AutoTokenizer)
    */
   constructor(tokenizerJson: JsonObject, tokenizerConfig: JsonObject, readonly name: string, modelConfig: JsonObject = {}) {
     const str = (v: unknown) => (typeof v === "string" ? v : undefined);
     this.tokenizerClass = tokenizerClass(str(tokenizerConfig.tokenizer_class), str(modelConfig.model_type), str(modelConfig.tokenizer_class));
-    const file = `${name}/tokenizer.json`;
     const json = rewriteTokenizerJson(this.tokenizerClass, { normalizer: null, pre_tokenizer: null, post_processor: null, decoder: null, ...tokenizerJson }, tokenizerConfig);
     // tokenizer.json's padding section supplies pad token and side when the config has none.
     const padding = json.padding as { pad_token?: string; direction?: string } | null | undefined;
@@ -134,20 +138,20 @@ export class PreTrainedTokenizer {
 
     this.vocabSize = modelVocabSize(json);
     const addedTokens = mergeAddedTokens(json, config, this.vocabSize, this.tokenizerClass, rebuildsTokenizer(this.tokenizerClass));
+    // tokenizer.json's post-processor decides about BOS/EOS: transformers 5 drops the config's
+    // add_bos_token/add_eos_token when a tokenizer.json exists (tokenization_utils_base._from_pretrained).
     try {
       this.tokenizer = jsTokenizer(
         { ...json, added_tokens: addedTokens },
         { bos_token: named.get("bos_token"), eos_token: named.get("eos_token"), unk_token: named.get("unk_token"), pad_token: named.get("pad_token") },
       );
+      this.preTokenize = preTokenizer(json.pre_tokenizer as JsonObject | null);
+      this.postProcess = postProcessor(json.post_processor as JsonObject | null);
     } catch (e) {
       throw new Error(`cannot build the tokenizer of ${name} from its tokenizer.json: ${(e as Error).message}`, { cause: e });
     }
     const normalizer = this.tokenizer.normalizer;
     this.addedVocabulary = new AddedVocabulary(addedTokens, normalizer === null ? null : (text) => normalizer.normalize(text));
-    // tokenizer.json's post-processor decides about BOS/EOS: transformers 5 drops the config's
-    // add_bos_token/add_eos_token when a tokenizer.json exists (tokenization_utils_base._from_pretrained).
-    this.postProcess = postProcessor(json.post_processor as JsonObject | null, file);
-    this.preTokenize = preTokenizer(json.pre_tokenizer as JsonObject | null);
 
     const idOf = (key: string) => {
       const token = named.get(key);
@@ -170,7 +174,7 @@ export class PreTrainedTokenizer {
 
   /**
    * Loads the tokenizer of a model id or local folder (resolved by the hub layer). Reads tokenizer.json
-   * (required), tokenizer_config.json, special_tokens_map.json and chat_template.jinja when present.
+   * (required), tokenizer_config.json, special_tokens_map.json, chat_template.jinja and config.json when present.
    * Throws if tokenizer.json is missing, or any of these files is malformed; the message names the file.
    */
   static async fromPretrained(pathOrId: string, opts: FromPretrainedOptions = {}): Promise<PreTrainedTokenizer> {
