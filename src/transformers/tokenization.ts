@@ -167,8 +167,10 @@ export class PreTrainedTokenizer {
       .filter((id): id is number => id !== undefined);
     this.specialTokensMap = Object.fromEntries(named);
     this.modelMaxLength = typeof config.model_max_length === "number" ? config.model_max_length : VERY_LARGE_INTEGER;
-    // transformers skips clean_up_tokenization_spaces for BPE models (it would eat spaces before punctuation).
-    this.cleanUpSpaces = config.clean_up_tokenization_spaces === true && (json.model as JsonObject).type !== "BPE";
+    // transformers skips clean_up_tokenization_spaces for BPE models (it would eat spaces before punctuation)
+    // unless the config insists.
+    const forceForBpe = config.clean_up_tokenization_spaces_for_bpe_even_though_it_will_corrupt_output === true;
+    this.cleanUpSpaces = config.clean_up_tokenization_spaces === true && ((json.model as JsonObject).type !== "BPE" || forceForBpe);
     this.chatTemplates = parseChatTemplate(config.chat_template);
   }
 
