@@ -2,7 +2,8 @@
  * Splitting text on added tokens as the Rust `tokenizers` crate does (tokenizer/added_vocabulary.rs), with every
  * AddedToken flag: tokens with normalized=false are found in the raw text, tokens with normalized=true in the
  * normalized text around them; matches are leftmost-longest; single_word drops a match inside a word (\w next to
- * it); lstrip / rstrip make the token take the whitespace before / after it.
+ * it); lstrip / rstrip make the token take the whitespace before / after it; with encodeSpecialTokens (transformers'
+ * split_special_tokens) matches of special tokens are dropped, so their text goes through the model.
  */
 
 /** An added token as tokenizer.json (added_tokens) and tokenizer_config.json (added_tokens_decoder) store it. */
@@ -35,7 +36,10 @@ class Matcher {
   /** First UTF-16 units of the contents: most positions are rejected by one lookup. */
   private readonly firstUnits = new Set<number>();
 
-  constructor(tokens: Iterable<[string, AddedToken]>) {
+  constructor(
+    tokens: Iterable<[string, AddedToken]>,
+    private readonly encodeSpecialTokens: boolean,
+  ) {
     for (const [content, token] of tokens) {
       if (content.length === 0) continue;
       this.byContent.set(content, token);
@@ -76,6 +80,7 @@ class Matcher {
       let start = at;
       let stop = at + token.content.length;
       at = stop;
+      if (this.encodeSpecialTokens && token.special) continue;
       if (token.single_word) {
         const wordBefore = start > 0 && WORD_CHAR.test(charBefore(text, start));
         const wordAfter = stop < text.length && WORD_CHAR.test(String.fromCodePoint(text.codePointAt(stop)!));
@@ -112,10 +117,12 @@ export class AddedVocabulary {
   /**
    * @param tokens the final added tokens (later entries with the same content win)
    * @param normalize the tokenizer's normalizer, or null; normalized tokens are matched by their normalized content
+   * @param encodeSpecialTokens special tokens are not split off but encoded as text (split_special_tokens)
    */
-  constructor(tokens: readonly AddedToken[], private readonly normalize: ((text: string) => string) | null) {
-    this.raw = new Matcher(tokens.filter((t) => !t.normalized).map((t) => [t.content, t]));
-    this.normalizedTokens = new Matcher(tokens.filter((t) => t.normalized).map((t) => [normalize ? normalize(t.content) : t.content, t]));
+  constructor(tokens: readonly AddedToken[], private readonly normalize: ((text: string) => string) | null, encodeSpecialTokens = false) {
+    this.raw = new Matcher(tokens.filter((t) => !t.normalized).map((t) => [t.content, t]), encodeSpecialTokens);
+    const normalized = tokens.filter((t) => t.normalized).map((t): [string, AddedToken] => [normalize ? normalize(t.content) : t.content, t]);
+    this.normalizedTokens = new Matcher(normalized, encodeSpecialTokens);
   }
 
   /** Token pieces and normalized text pieces of `text`, in order; empty text pieces are dropped. */

@@ -151,7 +151,8 @@ export class PreTrainedTokenizer {
       throw new Error(`cannot build the tokenizer of ${name} from its tokenizer.json: ${(e as Error).message}`, { cause: e });
     }
     const normalizer = this.tokenizer.normalizer;
-    this.addedVocabulary = new AddedVocabulary(addedTokens, normalizer === null ? null : (text) => normalizer.normalize(text));
+    const splitSpecialTokens = config.split_special_tokens === true;
+    this.addedVocabulary = new AddedVocabulary(addedTokens, normalizer === null ? null : (text) => normalizer.normalize(text), splitSpecialTokens);
 
     const idOf = (key: string) => {
       const token = named.get(key);

@@ -218,6 +218,8 @@ CASES = [
     stories_case("llama-added-token-flags", tokenizer={"added_tokens": STORIES_JSON["added_tokens"] + TOOL_TOKENS}, texts=TOOL_TEXTS),
     stories_case("backend-added-token-flags", tokenizer={"added_tokens": STORIES_JSON["added_tokens"] + TOOL_TOKENS},
                  config={"tokenizer_class": "PreTrainedTokenizerFast"}, texts=TOOL_TEXTS),
+    stories_case("llama-split-special-tokens", tokenizer={"added_tokens": STORIES_JSON["added_tokens"] + TOOL_TOKENS},
+                 config={"split_special_tokens": True}, texts=TOOL_TEXTS),
     stories_case("llama-added-tokens-decoder", tokenizer={"added_tokens": STORIES_JSON["added_tokens"] + [added(512, "<tool>"), added(513, "</tool>")]},
                  config={"added_tokens_decoder": {str(t["id"]): decoder_entry(t) for t in STORIES_JSON["added_tokens"] + TOOL_TOKENS}}, texts=TOOL_TEXTS),
     stories_case("backend-added-tokens-decoder", tokenizer={"added_tokens": STORIES_JSON["added_tokens"] + [added(512, "<tool>"), added(513, "</tool>")]},
