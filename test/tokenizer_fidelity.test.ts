@@ -27,6 +27,8 @@ interface Case {
   config: Record<string, unknown>;
   /** config.json's model_type, or the whole config.json, or null for a folder without config.json. */
   model_type: string | Record<string, unknown> | null;
+  /** Further files of the folder (added_tokens.json). */
+  files?: Record<string, unknown>;
   transformers_class: string;
   encodings: Encoding[];
   chat_template?: string;
@@ -56,6 +58,7 @@ function folder(c: Case): string {
   writeFileSync(join(dir, "tokenizer.json"), JSON.stringify(json));
   const config = Object.fromEntries(Object.entries(c.config).filter(([k, v]) => v !== null || k !== "tokenizer_class"));
   writeFileSync(join(dir, "tokenizer_config.json"), JSON.stringify(config));
+  for (const [file, content] of Object.entries(c.files ?? {})) writeFileSync(join(dir, file), JSON.stringify(content));
   if (c.model_type !== null) {
     const modelConfig = typeof c.model_type === "string" ? { model_type: c.model_type } : c.model_type;
     writeFileSync(join(dir, "config.json"), JSON.stringify(modelConfig));

@@ -18,7 +18,7 @@ import { AddedVocabulary } from "./added_vocabulary.js";
 import { postProcessor, type PostProcessor } from "./post_processor.js";
 import { preTokenizer, type PreTokenize } from "./pre_tokenizer.js";
 import { tokenizerClass } from "./tokenizer_class.js";
-import { extraSpecialTokens, isObject, mergeAddedTokens, namedSpecialContents, namedSpecialTokens } from "./tokenizer_config.js";
+import { extraSpecialTokens, isObject, legacyAddedTokensDecoder, mergeAddedTokens, namedSpecialContents, namedSpecialTokens } from "./tokenizer_config.js";
 import { rebuildsTokenizer, rewriteTokenizerJson } from "./tokenizer_rewrites.js";
 import { jsTokenizer, type JsTokenizer } from "./tokenizers_js.js";
 
@@ -177,7 +177,8 @@ export class PreTrainedTokenizer {
 
   /**
    * Loads the tokenizer of a model id or local folder (resolved by the hub layer). Reads tokenizer.json
-   * (required), tokenizer_config.json, special_tokens_map.json, chat_template.jinja and config.json when present.
+   * (required), tokenizer_config.json, special_tokens_map.json, added_tokens.json, chat_template.jinja and
+   * config.json when present.
    * Throws if tokenizer.json is missing, or any of these files is malformed; the message names the file.
    */
   static async fromPretrained(pathOrId: string, opts: FromPretrainedOptions = {}): Promise<PreTrainedTokenizer> {
@@ -192,10 +193,16 @@ export class PreTrainedTokenizer {
     const config = (await optional("tokenizer_config.json")) ?? {};
     // As transformers: special_tokens_map.json is read only by configs without added_tokens_decoder.
     const specialTokensMap = config.added_tokens_decoder === undefined ? await optional("special_tokens_map.json") : undefined;
+    const merged: JsonObject = { ...config, ...specialTokensMap };
+    // ... and so is the older added_tokens.json.
+    const addedTokensFile = join(dir, "added_tokens.json");
+    if (config.added_tokens_decoder === undefined && existsSync(addedTokensFile)) {
+      merged.added_tokens_decoder = legacyAddedTokensDecoder(await readObject(addedTokensFile), addedTokensFile, merged, tokenizerJson);
+    }
     const modelConfig = (await optional("config.json")) ?? {};
     const templateFile = join(dir, "chat_template.jinja");
-    const chatTemplate = existsSync(templateFile) ? await readFile(templateFile, "utf8") : config.chat_template;
-    return new PreTrainedTokenizer(tokenizerJson, { ...config, ...specialTokensMap, chat_template: chatTemplate }, dir, modelConfig);
+    merged.chat_template = existsSync(templateFile) ? await readFile(templateFile, "utf8") : config.chat_template;
+    return new PreTrainedTokenizer(tokenizerJson, merged, dir, modelConfig);
   }
 
   /**

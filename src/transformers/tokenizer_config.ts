@@ -116,3 +116,24 @@ export function mergeAddedTokens(json: JsonObject, config: JsonObject, vocabSize
   }
   return [...byContent.values()];
 }
+
+/**
+ * The added_tokens_decoder transformers builds for a config without one from the older added_tokens.json
+ * ({content: id}; a token is special when it is a named or extra special token, and normalized when it is not),
+ * then tokenizer.json's added_tokens (which win for the same id). tokenization_utils_base._from_pretrained.
+ * Throws naming the file when an id is not an integer.
+ */
+export function legacyAddedTokensDecoder(addedTokensJson: JsonObject, file: string, config: JsonObject, tokenizerJson: JsonObject): Record<string, JsonObject> {
+  const specials = new Set([...namedSpecialContents(namedSpecialTokens(config)).values(), ...extraSpecialTokens(config).map((t) => tokenContent(t)!)]);
+  const decoder: Record<string, JsonObject> = {};
+  for (const [content, id] of Object.entries(addedTokensJson)) {
+    if (!Number.isInteger(id)) throw new Error(`${file} is malformed: the id of ${JSON.stringify(content)} is not an integer`);
+    const special = specials.has(content);
+    decoder[String(id)] = { content, single_word: false, lstrip: false, rstrip: false, normalized: !special, special };
+  }
+  for (const entry of (tokenizerJson.added_tokens ?? []) as JsonObject[]) {
+    const { id, ...token } = entry;
+    decoder[String(id)] = token;
+  }
+  return decoder;
+}

@@ -220,6 +220,12 @@ CASES = [
                  config={"tokenizer_class": "PreTrainedTokenizerFast"}, texts=TOOL_TEXTS),
     stories_case("llama-split-special-tokens", tokenizer={"added_tokens": STORIES_JSON["added_tokens"] + TOOL_TOKENS},
                  config={"split_special_tokens": True}, texts=TOOL_TEXTS),
+    # Without added_tokens_decoder, transformers reads the older added_tokens.json (special when named, else normalized).
+    *[dict(stories_case(f"{kind}-added-tokens-json", tokenizer={"added_tokens": STORIES_JSON["added_tokens"] + [added(512, "<tool>", lstrip=True)]},
+                        config={"tokenizer_class": cls, "additional_special_tokens": ["<extra>"]},
+                        texts=["a <tool> b", "a<old>b <extra>c", "x <extra> y<old>"]),
+           files={"added_tokens.json": {"<tool>": 512, "<old>": 513, "<extra>": 514}})
+      for kind, cls in [("llama", "LlamaTokenizer"), ("backend", "PreTrainedTokenizerFast")]],
     stories_case("llama-added-tokens-decoder", tokenizer={"added_tokens": STORIES_JSON["added_tokens"] + [added(512, "<tool>"), added(513, "</tool>")]},
                  config={"added_tokens_decoder": {str(t["id"]): decoder_entry(t) for t in STORIES_JSON["added_tokens"] + TOOL_TOKENS}}, texts=TOOL_TEXTS),
     stories_case("backend-added-tokens-decoder", tokenizer={"added_tokens": STORIES_JSON["added_tokens"] + [added(512, "<tool>"), added(513, "</tool>")]},
@@ -287,6 +293,9 @@ def build(case, base_json, folder):
         json.dump(j, f, ensure_ascii=False)
     with open(os.path.join(folder, "tokenizer_config.json"), "w") as f:
         json.dump({k: v for k, v in case["config"].items() if v is not None or k != "tokenizer_class"}, f, ensure_ascii=False)
+    for name, content in case.get("files", {}).items():
+        with open(os.path.join(folder, name), "w") as f:
+            json.dump(content, f, ensure_ascii=False)
     model_config = case["model_type"] if isinstance(case["model_type"], dict) else {"model_type": case["model_type"]}
     if case["model_type"] is not None:
         with open(os.path.join(folder, "config.json"), "w") as f:
@@ -309,6 +318,8 @@ def main():
                 encodings.append(dict(text=text, ids=ids, ids_plain=plain, decoded=tok.decode(ids),
                                       decoded_skip=tok.decode(ids, skip_special_tokens=True)))
             record = {k: case[k] for k in ("name", "base", "tokenizer", "config", "model_type")}
+            if "files" in case:
+                record["files"] = case["files"]
             record["transformers_class"] = type(tok).__name__
             record["encodings"] = encodings
             if case.get("chat") is not None:
