@@ -22,6 +22,7 @@ from transformers import AutoTokenizer
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 STORIES = os.path.join(HERE, "../../../shared/models/stories260K")
+TINY = os.path.join(HERE, "../../../shared/fixtures/tiny")
 BYTELEVEL = os.path.join(HERE, "tokenizer_bytelevel.json")
 OUT = os.path.join(HERE, "tokenizer_fidelity.json")
 
@@ -153,6 +154,17 @@ def llama3_edits():
     return {"post_processor": post, "normalizer": None}
 
 
+# (fixture, base tokenizer, tokenizer_class of the family's Hub checkpoints)
+FAMILY_CLASSES = [
+    ("llama", "stories", "LlamaTokenizerFast"), ("mistral", "stories", "LlamaTokenizer"), ("mixtral", "stories", "LlamaTokenizer"),
+    ("phi3", "stories", "LlamaTokenizer"), ("gemma", "stories", "GemmaTokenizer"), ("gemma2", "stories", "GemmaTokenizer"),
+    ("gemma3_text", "stories", "GemmaTokenizer"), ("gemma4", "stories", "GemmaTokenizer"), ("gemma4_moe", "stories", "GemmaTokenizer"),
+    ("qwen2", "bytelevel", "Qwen2Tokenizer"), ("qwen3", "bytelevel", "Qwen2Tokenizer"), ("qwen3_moe", "bytelevel", "Qwen2Tokenizer"),
+    ("qwen3_5", "bytelevel", "Qwen2Tokenizer"), ("qwen3_5_moe", "bytelevel", "Qwen2Tokenizer"), ("qwen3_5_text", "bytelevel", "Qwen2Tokenizer"),
+    ("gpt2", "bytelevel", "GPT2Tokenizer"), ("gpt_oss", "bytelevel", "PreTrainedTokenizerFast"), ("deepseek_v3", "bytelevel", "LlamaTokenizerFast"),
+    ("glm4_moe", "bytelevel", "PreTrainedTokenizerFast"), ("smollm3", "bytelevel", "PreTrainedTokenizerFast"),
+]
+
 CASES = [
     stories_case("stories260K", chat=LLAMA2_TEMPLATE),
     # The issue's example: Metaspace "always" in tokenizer.json, no legacy key -> transformers' LlamaTokenizer uses legacy=False.
@@ -214,6 +226,11 @@ CASES = [
     stories_case("qwen2-model-llama-class", few_texts=True, tokenizer={"pre_tokenizer": METASPACE_ALWAYS}, model_type="qwen2"),
     bytelevel_case("qwen3-model-fast-class", few_texts=True, model_type="qwen3", tokenizer={"pre_tokenizer": GPT2_PRE}, config={"tokenizer_class": "PreTrainedTokenizerFast"}),
     stories_case("gemma-model-no-class", few_texts=True, model_type="gemma", tokenizer={"pre_tokenizer": METASPACE_ALWAYS}, config={"tokenizer_class": None}),
+    # Each tiny fixture family (../shared/fixtures/tiny/<family>/config.json as config.json) with its Hub tokenizer_class.
+    *[(stories_case if base == "stories" else bytelevel_case)(f"family-{family}", few_texts=True, model_type={"fixture": family},
+                                                            tokenizer={"pre_tokenizer": METASPACE_ALWAYS if base == "stories" else GPT2_PRE},
+                                                            config={"tokenizer_class": cls})
+      for family, base, cls in FAMILY_CLASSES],
     # AddedToken flags, from tokenizer.json (LlamaTokenizer and TokenizersBackend) and from added_tokens_decoder.
     stories_case("llama-added-token-flags", tokenizer={"added_tokens": STORIES_JSON["added_tokens"] + TOOL_TOKENS}, texts=TOOL_TEXTS),
     stories_case("backend-added-token-flags", tokenizer={"added_tokens": STORIES_JSON["added_tokens"] + TOOL_TOKENS},
@@ -297,6 +314,9 @@ def build(case, base_json, folder):
         with open(os.path.join(folder, name), "w") as f:
             json.dump(content, f, ensure_ascii=False)
     model_config = case["model_type"] if isinstance(case["model_type"], dict) else {"model_type": case["model_type"]}
+    if "fixture" in model_config:
+        with open(os.path.join(TINY, model_config["fixture"], "config.json")) as f:
+            model_config = json.load(f)
     if case["model_type"] is not None:
         with open(os.path.join(folder, "config.json"), "w") as f:
             json.dump(model_config, f)
@@ -315,8 +335,13 @@ def main():
             for text in case["texts"]:
                 ids = tok(text).input_ids
                 plain = tok(text, add_special_tokens=False).input_ids
-                encodings.append(dict(text=text, ids=ids, ids_plain=plain, decoded=tok.decode(ids),
-                                      decoded_skip=tok.decode(ids, skip_special_tokens=True)))
+                # ids_plain and decoded_skip are left out where they equal ids and decoded.
+                record = dict(text=text, ids=ids, ids_plain=plain, decoded=tok.decode(ids), decoded_skip=tok.decode(ids, skip_special_tokens=True))
+                if record["ids_plain"] == ids:
+                    del record["ids_plain"]
+                if record["decoded_skip"] == record["decoded"]:
+                    del record["decoded_skip"]
+                encodings.append(record)
             record = {k: case[k] for k in ("name", "base", "tokenizer", "config", "model_type")}
             if "files" in case:
                 record["files"] = case["files"]
