@@ -18,7 +18,7 @@ import { AddedVocabulary } from "./added_vocabulary.js";
 import { postProcessor, type PostProcessor } from "./post_processor.js";
 import { preTokenizer, type PreTokenize } from "./pre_tokenizer.js";
 import { tokenizerClass } from "./tokenizer_class.js";
-import { extraSpecialTokens, isObject, legacyAddedTokensDecoder, mergeAddedTokens, namedSpecialContents, namedSpecialTokens } from "./tokenizer_config.js";
+import { extraSpecialContents, isObject, legacyAddedTokensDecoder, mergeAddedTokens, namedSpecialContents, namedSpecialTokens } from "./tokenizer_config.js";
 import { rebuildsTokenizer, rewriteTokenizerJson } from "./tokenizer_rewrites.js";
 import { jsTokenizer, type JsTokenizer } from "./tokenizers_js.js";
 
@@ -162,8 +162,7 @@ export class PreTrainedTokenizer {
     this.eosTokenId = idOf("eos_token");
     this.padTokenId = idOf("pad_token");
     this.unkTokenId = idOf("unk_token");
-    const extra = namedSpecialContents(new Map(extraSpecialTokens(config).map((t, i) => [String(i), t])));
-    this.allSpecialIds = [...new Set([...named.values(), ...extra.values()])]
+    this.allSpecialIds = [...new Set([...named.values(), ...extraSpecialContents(config)])]
       .map((t) => this.tokenizer.token_to_id(t))
       .filter((id): id is number => id !== undefined);
     this.specialTokensMap = Object.fromEntries(named);

@@ -45,9 +45,14 @@ export function namedSpecialContents(named: Map<string, unknown>): Map<string, s
 }
 
 /** extra_special_tokens (or the older additional_special_tokens) when it is a list, in config form. */
-export function extraSpecialTokens(config: JsonObject): unknown[] {
+function extraSpecialTokens(config: JsonObject): unknown[] {
   const extra = Array.isArray(config.extra_special_tokens) ? config.extra_special_tokens : config.additional_special_tokens;
   return Array.isArray(extra) ? extra.filter((t) => tokenContent(t) !== undefined) : [];
+}
+
+/** The contents of extraSpecialTokens(config). */
+export function extraSpecialContents(config: JsonObject): string[] {
+  return extraSpecialTokens(config).map((t) => tokenContent(t)!);
 }
 
 /** A token of tokenizer.json or added_tokens_decoder with the defaults of tokenizers' AddedToken (normalized = !special). */
@@ -124,7 +129,7 @@ export function mergeAddedTokens(json: JsonObject, config: JsonObject, vocabSize
  * Throws naming the file when an id is not an integer.
  */
 export function legacyAddedTokensDecoder(addedTokensJson: JsonObject, file: string, config: JsonObject, tokenizerJson: JsonObject): Record<string, JsonObject> {
-  const specials = new Set([...namedSpecialContents(namedSpecialTokens(config)).values(), ...extraSpecialTokens(config).map((t) => tokenContent(t)!)]);
+  const specials = new Set([...namedSpecialContents(namedSpecialTokens(config)).values(), ...extraSpecialContents(config)]);
   const decoder: Record<string, JsonObject> = {};
   for (const [content, id] of Object.entries(addedTokensJson)) {
     if (!Number.isInteger(id)) throw new Error(`${file} is malformed: the id of ${JSON.stringify(content)} is not an integer`);
