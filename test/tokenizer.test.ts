@@ -133,6 +133,15 @@ test("fromPretrained names the folder when tokenizer.json is missing, malformed 
   const json = readJson<Record<string, unknown>>(join(STORIES, "tokenizer.json"));
   writeFileSync(join(broken, "tokenizer.json"), JSON.stringify({ ...json, decoder: { type: "Bogus" } }));
   await assert.rejects(PreTrainedTokenizer.fromPretrained(broken), (e: Error) => e.message.includes(broken) && e.message.includes("Unknown Decoder type: Bogus"));
+  const rejectsWith = async (edit: Record<string, unknown>, message: RegExp) => {
+    writeFileSync(join(broken, "tokenizer.json"), JSON.stringify({ ...json, ...edit }));
+    await assert.rejects(PreTrainedTokenizer.fromPretrained(broken), (e: Error) => e.message.includes(broken) && message.test(e.message));
+  };
+  await rejectsWith({ pre_tokenizer: { type: "Split", pattern: { String: " " }, behavior: "Sideways" } }, /Split behavior "Sideways" is not one of Removed, Isolated/);
+  await rejectsWith({ pre_tokenizer: { type: "Split", pattern: { Glob: "*" }, behavior: "Isolated" } }, /pattern \{"Glob":"\*"\} is neither/);
+  await rejectsWith({ post_processor: { type: "Shuffle" } }, /Unknown PostProcessor type: Shuffle/);
+  const template = { type: "TemplateProcessing", single: [{ SpecialToken: { id: "<bos>", type_id: 0 } }, { Sequence: { id: "A", type_id: 0 } }], special_tokens: {} };
+  await rejectsWith({ post_processor: template }, /template token "<bos>" has no entry in special_tokens/);
 });
 
 const DIFFUSERS = join(SHARED, "fixtures/diffusers");

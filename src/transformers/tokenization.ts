@@ -1,16 +1,26 @@
 /**
  * Tokenizers: a Hugging Face tokenizer folder (tokenizer.json + tokenizer_config.json) behind the API of
- * transformers' PreTrainedTokenizer, camel-cased. The encoding pipeline itself (normalizer, pre-tokenizer,
- * model, post-processor, decoder) is @huggingface/tokenizers; this file adds what transformers layers on
- * top: special tokens from the config, padding, chat templates, and the few places where the JS library
- * and the Rust `tokenizers` crate that transformers uses disagree.
+ * transformers' PreTrainedTokenizer, camel-cased, giving the ids transformers 5.18's AutoTokenizer gives:
+ * - the class AutoTokenizer picks (tokenizer_class.ts) and its load-time rebuild of tokenizer.json
+ *   (tokenizer_rewrites.ts), the added tokens and special tokens of the config (tokenizer_config.ts);
+ * - encoding as the Rust `tokenizers` crate does it: added tokens split off with their flags
+ *   (added_vocabulary.ts), then normalizer and model of @huggingface/tokenizers (tokenizers_js.ts), the
+ *   pre-tokenizer (pre_tokenizer.ts) and post-processor (post_processor.ts);
+ * - decoding by @huggingface/tokenizers with a Rust-exact ByteFallback decoder;
+ * - padding and chat templates, as transformers.
  */
 import { existsSync } from "node:fs";
 import { readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { Template } from "@huggingface/jinja";
-import * as tokenizersJs from "@huggingface/tokenizers";
 import { readJsonFile, resolveModel, type JsonObject } from "../hub/index.js";
+import { AddedVocabulary } from "./added_vocabulary.js";
+import { postProcessor, type PostProcessor } from "./post_processor.js";
+import { preTokenizer, type PreTokenize } from "./pre_tokenizer.js";
+import { tokenizerClass } from "./tokenizer_class.js";
+import { extraSpecialContents, isObject, legacyAddedTokensDecoder, mergeAddedTokens, namedSpecialContents, namedSpecialTokens } from "./tokenizer_config.js";
+import { rebuildsTokenizer, rewriteTokenizerJson } from "./tokenizer_rewrites.js";
+import { jsTokenizer, type JsTokenizer } from "./tokenizers_js.js";
 
 // ---------------------------------------------------------------------------------------------------
 // Public types
@@ -49,99 +59,8 @@ export interface FromPretrainedOptions {
   cacheDir?: string;
 }
 
-// ---------------------------------------------------------------------------------------------------
-// Config handling (what transformers' from_pretrained does with the files of a tokenizer folder)
-// ---------------------------------------------------------------------------------------------------
-
-/** transformers' SPECIAL_TOKENS_ATTRIBUTES, in its order (the order of allSpecialIds). */
-const NAMED_SPECIAL_TOKENS = ["bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token", "mask_token"];
-
 /** transformers' VERY_LARGE_INTEGER, the model_max_length of a config that gives none. */
 const VERY_LARGE_INTEGER = 1e30;
-
-function isObject(value: unknown): value is JsonObject {
-  return typeof value === "object" && value !== null && !Array.isArray(value);
-}
-
-/** An added token as tokenizer.json and tokenizer_config.json's added_tokens_decoder store it. */
-interface AddedTokenJson {
-  id: number;
-  content: string;
-  single_word?: boolean;
-  lstrip?: boolean;
-  rstrip?: boolean;
-  normalized?: boolean;
-  special?: boolean;
-}
-
-/** A special token value of a config: "<s>" or { content: "<s>", … }. */
-function tokenContent(value: unknown): string | undefined {
-  if (typeof value === "string") return value;
-  return isObject(value) && typeof value.content === "string" ? value.content : undefined;
-}
-
-/**
- * The named special tokens of a config, in transformers' order: the standard attributes, then any other
- * `*_token` key with a token value (model-specific tokens such as image_token), then a dict-valued
- * extra_special_tokens. These form special_tokens_map, which chat templates receive.
- */
-function namedSpecialTokens(config: JsonObject): Map<string, string> {
-  const named = new Map<string, string>();
-  const add = (key: string, value: unknown) => {
-    const content = tokenContent(value);
-    if (content !== undefined) named.set(key, content);
-  };
-  for (const key of NAMED_SPECIAL_TOKENS) add(key, config[key]);
-  for (const [key, value] of Object.entries(config)) if (key.endsWith("_token") && !named.has(key)) add(key, value);
-  const extra = config.extra_special_tokens;
-  if (isObject(extra)) {
-    for (const [key, value] of Object.entries(extra)) add(key, value);
-  }
-  return named;
-}
-
-/** extra_special_tokens (or the older additional_special_tokens) when it is a list. */
-function extraSpecialTokens(config: JsonObject): string[] {
-  const extra = Array.isArray(config.extra_special_tokens) ? config.extra_special_tokens : config.additional_special_tokens;
-  return Array.isArray(extra) ? extra.map(tokenContent).filter((t): t is string => t !== undefined) : [];
-}
-
-/**
- * Adds to tokenizer.json's added_tokens what transformers adds to the Rust tokenizer on load: the
- * entries of added_tokens_decoder (their flags win for a token already present), and every named or
- * extra special token that is not an added token yet (as a special token, at its vocabulary id or
- * after the last id). Skipping special tokens in decode works on exactly this set.
- */
-function mergeAddedTokens(json: JsonObject, config: JsonObject, named: Map<string, string>, vocabSize: number): void {
-  const added = ((json.added_tokens as AddedTokenJson[] | undefined) ?? []).map((t) => ({ ...t }));
-  const byContent = new Map(added.map((t) => [t.content, t]));
-  const vocab = (json.model as JsonObject).vocab;
-  const vocabId = (content: string): number | undefined => {
-    if (Array.isArray(vocab)) {
-      const i = vocab.findIndex((entry) => Array.isArray(entry) && entry[0] === content);
-      return i < 0 ? undefined : i;
-    }
-    const id = (vocab as Record<string, number> | undefined)?.[content];
-    return typeof id === "number" ? id : undefined;
-  };
-  const addToken = (token: AddedTokenJson) => {
-    added.push(token);
-    byContent.set(token.content, token);
-  };
-  const decoder = (config.added_tokens_decoder ?? {}) as Record<string, Omit<AddedTokenJson, "id">>;
-  for (const [id, token] of Object.entries(decoder)) {
-    const present = byContent.get(token.content);
-    if (present) Object.assign(present, token, { id: present.id });
-    else addToken({ ...token, id: Number(id) });
-  }
-  let nextId = added.reduce((next, t) => Math.max(next, t.id + 1), vocabSize);
-  for (const content of [...named.values(), ...extraSpecialTokens(config)]) {
-    if (byContent.has(content)) continue;
-    const id = vocabId(content) ?? nextId++;
-    addToken({ id, content, special: true, normalized: false });
-  }
-  json.added_tokens = added;
-}
 
 /** Size of the model's own vocabulary (transformers' vocab_size: added tokens not counted). */
 function modelVocabSize(json: JsonObject): number {
@@ -165,79 +84,6 @@ function parseChatTemplate(value: unknown): string | Map<string, string> | undef
 }
 
 // ---------------------------------------------------------------------------------------------------
-// @huggingface/tokenizers, typed, and its ByteFallback decoder made to decode as the Rust crate does
-// ---------------------------------------------------------------------------------------------------
-
-// The package's typings use extension-less relative imports, which NodeNext cannot resolve, so all its
-// exports type as `any`. These are the parts used here, as the package's own .d.ts files declare them.
-interface JsDecoder {
-  config: unknown;
-  added_tokens: unknown[];
-  end_of_word_suffix: string | null;
-  decode_chain(tokens: string[]): string[];
-}
-interface JsTokenizer {
-  decoder: JsDecoder | null;
-  encode(text: string, opts: { add_special_tokens: boolean }): { ids: number[] };
-  decode(ids: number[], opts: { skip_special_tokens: boolean; clean_up_tokenization_spaces: boolean }): string;
-  token_to_id(token: string): number | undefined;
-  id_to_token(id: number): string | undefined;
-}
-const { Tokenizer, ByteFallbackDecoder, SequenceDecoder } = tokenizersJs as unknown as {
-  Tokenizer: new (tokenizerJson: object, config: object) => JsTokenizer;
-  ByteFallbackDecoder: new (config: unknown) => JsDecoder & { text_decoder: TextDecoder };
-  SequenceDecoder: new (config: unknown) => JsDecoder & { decoders: JsDecoder[] };
-};
-
-const STRICT_UTF8 = new TextDecoder("utf-8", { fatal: true });
-const BYTE_TOKEN = /^<0x[0-9A-Fa-f]{2}>$/;
-
-/**
- * The Rust ByteFallback decoder turns a run of `<0xXX>` tokens that is not valid UTF-8 into one U+FFFD
- * per byte; tokenizers.js' TextDecoder gives one per invalid subsequence and keeps the valid characters.
- */
-class RustByteFallbackDecoder extends ByteFallbackDecoder {
-  override decode_chain(tokens: string[]): string[] {
-    const out: string[] = [];
-    let bytes: number[] = [];
-    const flush = () => {
-      if (bytes.length === 0) return;
-      try {
-        out.push(STRICT_UTF8.decode(Uint8Array.from(bytes)));
-      } catch {
-        for (let i = 0; i < bytes.length; i++) out.push("\uFFFD");
-      }
-      bytes = [];
-    };
-    for (const token of tokens) {
-      if (BYTE_TOKEN.test(token)) {
-        bytes.push(parseInt(token.slice(3, 5), 16));
-      } else {
-        flush();
-        out.push(token);
-      }
-    }
-    flush();
-    return out;
-  }
-}
-
-/** Swaps tokenizers.js' ByteFallback decoders (alone or inside a Sequence) for the Rust-exact one. */
-function useRustByteFallback(tokenizer: JsTokenizer): void {
-  const swap = (d: JsDecoder): JsDecoder => {
-    if (d instanceof ByteFallbackDecoder) return new RustByteFallbackDecoder(d.config);
-    if (d instanceof SequenceDecoder) d.decoders = d.decoders.map(swap);
-    return d;
-  };
-  const top = tokenizer.decoder;
-  if (top === null) return;
-  const swapped = swap(top);
-  swapped.added_tokens = top.added_tokens;
-  swapped.end_of_word_suffix = top.end_of_word_suffix;
-  tokenizer.decoder = swapped;
-}
-
-// ---------------------------------------------------------------------------------------------------
 // PreTrainedTokenizer
 // ---------------------------------------------------------------------------------------------------
 
@@ -257,8 +103,13 @@ export class PreTrainedTokenizer {
   readonly vocabSize: number;
   /** model_max_length of the config (1e30 when it gives none, as transformers). */
   readonly modelMaxLength: number;
+  /** The transformers class AutoTokenizer loads this folder as ("LlamaTokenizer", "TokenizersBackend", …). */
+  readonly tokenizerClass: string;
 
   private readonly tokenizer: JsTokenizer;
+  private readonly addedVocabulary: AddedVocabulary;
+  private readonly postProcess: PostProcessor;
+  private readonly preTokenize: PreTokenize;
   private readonly specialTokensMap: Record<string, string>;
   private readonly chatTemplates: string | Map<string, string> | undefined;
   private readonly parsedTemplates = new Map<string, Template>();
@@ -269,35 +120,39 @@ export class PreTrainedTokenizer {
    * Builds a tokenizer from parsed files; most code calls {@link PreTrainedTokenizer.fromPretrained}.
    * Throws if tokenizer.json uses a component that @huggingface/tokenizers does not implement.
    * @param tokenizerJson tokenizer.json
-   * @param config tokenizer_config.json, with special_tokens_map.json and chat_template.jinja merged in
+   * @param tokenizerConfig tokenizer_config.json, with special_tokens_map.json and chat_template.jinja merged in
    * @param name the folder or id, used in error messages
+   * @param modelConfig config.json (model_type and tokenizer_class choose the class, as in AutoTokenizer)
    */
-  constructor(tokenizerJson: JsonObject, config: JsonObject, readonly name: string) {
-    const json: JsonObject = { normalizer: null, pre_tokenizer: null, post_processor: null, decoder: null, ...tokenizerJson };
-    const named = namedSpecialTokens(config);
+  constructor(tokenizerJson: JsonObject, tokenizerConfig: JsonObject, readonly name: string, modelConfig: JsonObject = {}) {
+    const str = (v: unknown) => (typeof v === "string" ? v : undefined);
+    this.tokenizerClass = tokenizerClass(str(tokenizerConfig.tokenizer_class), str(modelConfig.model_type), str(modelConfig.tokenizer_class));
+    const json = rewriteTokenizerJson(this.tokenizerClass, { normalizer: null, pre_tokenizer: null, post_processor: null, decoder: null, ...tokenizerJson }, tokenizerConfig);
     // tokenizer.json's padding section supplies pad token and side when the config has none.
     const padding = json.padding as { pad_token?: string; direction?: string } | null | undefined;
-    if (!named.has("pad_token") && padding?.pad_token !== undefined) named.set("pad_token", padding.pad_token);
+    const config = { ...tokenizerConfig };
+    if (config.pad_token === undefined && padding?.pad_token !== undefined) config.pad_token = padding.pad_token;
     const side = config.padding_side ?? (padding?.direction === "Left" ? "left" : "right");
     this.paddingSide = side === "left" ? "left" : "right";
+    const named = namedSpecialContents(namedSpecialTokens(config));
 
     this.vocabSize = modelVocabSize(json);
-    mergeAddedTokens(json, config, named, this.vocabSize);
-    // tokenizer.json's post-processor decides about BOS/EOS: transformers 5 ignores the config's
-    // add_bos_token/add_eos_token when a tokenizer.json exists. Only the special token strings reach
-    // tokenizers.js' config; cleanup and skipping special tokens are decided here.
+    const addedTokens = mergeAddedTokens(json, config, this.vocabSize, this.tokenizerClass, rebuildsTokenizer(this.tokenizerClass));
+    // tokenizer.json's post-processor decides about BOS/EOS: transformers 5 drops the config's
+    // add_bos_token/add_eos_token when a tokenizer.json exists (tokenization_utils_base._from_pretrained).
     try {
-      this.tokenizer = new Tokenizer(json, {
-        bos_token: named.get("bos_token"),
-        eos_token: named.get("eos_token"),
-        unk_token: named.get("unk_token"),
-        pad_token: named.get("pad_token"),
-        clean_up_tokenization_spaces: false,
-      });
+      this.tokenizer = jsTokenizer(
+        { ...json, added_tokens: addedTokens },
+        { bos_token: named.get("bos_token"), eos_token: named.get("eos_token"), unk_token: named.get("unk_token"), pad_token: named.get("pad_token") },
+      );
+      this.preTokenize = preTokenizer(json.pre_tokenizer as JsonObject | null);
+      this.postProcess = postProcessor(json.post_processor as JsonObject | null);
     } catch (e) {
       throw new Error(`cannot build the tokenizer of ${name} from its tokenizer.json: ${(e as Error).message}`, { cause: e });
     }
-    useRustByteFallback(this.tokenizer);
+    const normalizer = this.tokenizer.normalizer;
+    const splitSpecialTokens = config.split_special_tokens === true;
+    this.addedVocabulary = new AddedVocabulary(addedTokens, normalizer === null ? null : (text) => normalizer.normalize(text), splitSpecialTokens);
 
     const idOf = (key: string) => {
       const token = named.get(key);
@@ -307,19 +162,22 @@ export class PreTrainedTokenizer {
     this.eosTokenId = idOf("eos_token");
     this.padTokenId = idOf("pad_token");
     this.unkTokenId = idOf("unk_token");
-    this.allSpecialIds = [...new Set([...named.values(), ...extraSpecialTokens(config)])]
+    this.allSpecialIds = [...new Set([...named.values(), ...extraSpecialContents(config)])]
       .map((t) => this.tokenizer.token_to_id(t))
       .filter((id): id is number => id !== undefined);
     this.specialTokensMap = Object.fromEntries(named);
     this.modelMaxLength = typeof config.model_max_length === "number" ? config.model_max_length : VERY_LARGE_INTEGER;
-    // transformers skips clean_up_tokenization_spaces for BPE models (it would eat spaces before punctuation).
-    this.cleanUpSpaces = config.clean_up_tokenization_spaces === true && (json.model as JsonObject).type !== "BPE";
+    // transformers skips clean_up_tokenization_spaces for BPE models (it would eat spaces before punctuation)
+    // unless the config insists.
+    const forceForBpe = config.clean_up_tokenization_spaces_for_bpe_even_though_it_will_corrupt_output === true;
+    this.cleanUpSpaces = config.clean_up_tokenization_spaces === true && ((json.model as JsonObject).type !== "BPE" || forceForBpe);
     this.chatTemplates = parseChatTemplate(config.chat_template);
   }
 
   /**
    * Loads the tokenizer of a model id or local folder (resolved by the hub layer). Reads tokenizer.json
-   * (required), tokenizer_config.json, special_tokens_map.json and chat_template.jinja when present.
+   * (required), tokenizer_config.json, special_tokens_map.json, added_tokens.json, chat_template.jinja and
+   * config.json when present.
    * Throws if tokenizer.json is missing, or any of these files is malformed; the message names the file.
    */
   static async fromPretrained(pathOrId: string, opts: FromPretrainedOptions = {}): Promise<PreTrainedTokenizer> {
@@ -334,14 +192,37 @@ export class PreTrainedTokenizer {
     const config = (await optional("tokenizer_config.json")) ?? {};
     // As transformers: special_tokens_map.json is read only by configs without added_tokens_decoder.
     const specialTokensMap = config.added_tokens_decoder === undefined ? await optional("special_tokens_map.json") : undefined;
+    const merged: JsonObject = { ...config, ...specialTokensMap };
+    // ... and so is the older added_tokens.json.
+    const addedTokensFile = join(dir, "added_tokens.json");
+    if (config.added_tokens_decoder === undefined && existsSync(addedTokensFile)) {
+      merged.added_tokens_decoder = legacyAddedTokensDecoder(await readObject(addedTokensFile), addedTokensFile, merged, tokenizerJson);
+    }
+    const modelConfig = (await optional("config.json")) ?? {};
     const templateFile = join(dir, "chat_template.jinja");
-    const chatTemplate = existsSync(templateFile) ? await readFile(templateFile, "utf8") : config.chat_template;
-    return new PreTrainedTokenizer(tokenizerJson, { ...config, ...specialTokensMap, chat_template: chatTemplate }, dir);
+    merged.chat_template = existsSync(templateFile) ? await readFile(templateFile, "utf8") : config.chat_template;
+    return new PreTrainedTokenizer(tokenizerJson, merged, dir, modelConfig);
   }
 
-  /** Token ids of a text; addSpecialTokens (default true) applies the post-processor (e.g. a leading BOS). */
+  /**
+   * Token ids of a text, as the Rust tokenizer encodes it: added tokens are split off first (addedVocabulary),
+   * each other piece is normalized, pre-tokenized and run through the model, then addSpecialTokens (default
+   * true) applies the post-processor (e.g. a leading BOS).
+   */
   encode(text: string, opts: { addSpecialTokens?: boolean } = {}): number[] {
-    return this.tokenizer.encode(text, { add_special_tokens: opts.addSpecialTokens ?? true }).ids;
+    const ids: number[] = [];
+    const model = this.tokenizer.model;
+    for (const piece of this.addedVocabulary.split(text)) {
+      if (piece.id !== undefined) {
+        ids.push(piece.id);
+        continue;
+      }
+      for (const token of model(this.preTokenize(piece.text, piece.atStart))) {
+        const id = model.tokens_to_ids.get(token) ?? model.unk_token_id;
+        if (id !== undefined) ids.push(id);
+      }
+    }
+    return this.postProcess(ids, opts.addSpecialTokens ?? true);
   }
 
   /**
