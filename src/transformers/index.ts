@@ -1,5 +1,6 @@
 /** tsorch/transformers: Hugging Face-compatible tokenizers, models and generation. */
 import "../devices/builtin.js";
+import "../hub/local_source.js";
 export { AutoModelForCausalLM, type FromPretrainedOptions } from "./auto.js";
 export { AutoTokenizer, PreTrainedTokenizer, type ChatMessage, type ChatTemplateOptions, type BatchEncoding } from "./tokenization.js";
 export { DecodeStream } from "./decode_stream.js";

@@ -5,12 +5,10 @@
  * top: special tokens from the config, padding, chat templates, and the few places where the JS library
  * and the Rust `tokenizers` crate that transformers uses disagree.
  */
-import { existsSync } from "node:fs";
-import { readFile } from "node:fs/promises";
-import { join } from "node:path";
 import { Template } from "@huggingface/jinja";
 import * as tokenizersJs from "@huggingface/tokenizers";
-import { readJsonFile, resolveModel, type JsonObject } from "../hub/index.js";
+import type { JsonObject } from "../hub/config.js";
+import { modelSource, parseJsonObject, type SourceOptions } from "../hub/source.js";
 
 // ---------------------------------------------------------------------------------------------------
 // Public types
@@ -44,10 +42,7 @@ export interface BatchEncoding {
 }
 
 /** Loading options of {@link PreTrainedTokenizer.fromPretrained}, passed on to the hub resolver. */
-export interface FromPretrainedOptions {
-  revision?: string;
-  cacheDir?: string;
-}
+export type FromPretrainedOptions = SourceOptions;
 
 // ---------------------------------------------------------------------------------------------------
 // Config handling (what transformers' from_pretrained does with the files of a tokenizer folder)
@@ -148,13 +143,6 @@ function modelVocabSize(json: JsonObject): number {
   const vocab = (json.model as JsonObject).vocab;
   if (Array.isArray(vocab)) return vocab.length;
   return Object.keys((vocab ?? {}) as object).length;
-}
-
-/** A JSON file holding an object; throws naming the file otherwise (hub's readJsonFile names unreadable files). */
-async function readObject(path: string): Promise<JsonObject> {
-  const value = await readJsonFile(path);
-  if (!isObject(value)) throw new Error(`${path} is malformed: expected a JSON object`);
-  return value;
 }
 
 /** chat_template of a config: a string, or a list of {name, template} which becomes a name → template map. */
@@ -323,19 +311,21 @@ export class PreTrainedTokenizer {
    * Throws if tokenizer.json is missing, or any of these files is malformed; the message names the file.
    */
   static async fromPretrained(pathOrId: string, opts: FromPretrainedOptions = {}): Promise<PreTrainedTokenizer> {
-    const dir = await resolveModel(pathOrId, opts);
-    const tokenizerFile = join(dir, "tokenizer.json");
-    if (!existsSync(tokenizerFile)) {
+    const source = modelSource();
+    const dir = await source.resolve(pathOrId, opts);
+    const optional = async (file: string) => {
+      const text = await source.readText(dir, file, opts);
+      return text === undefined ? undefined : parseJsonObject(text, source.filePath(dir, file));
+    };
+    const tokenizerJson = await optional("tokenizer.json");
+    if (!tokenizerJson) {
       throw new Error(`${dir} has no tokenizer.json; tsorch loads tokenizers from tokenizer.json only (the "fast" format)`);
     }
-    const tokenizerJson = await readObject(tokenizerFile);
-    if (!isObject(tokenizerJson.model)) throw new Error(`${tokenizerFile} is malformed: it has no "model" object`);
-    const optional = (file: string) => (existsSync(join(dir, file)) ? readObject(join(dir, file)) : Promise.resolve(undefined));
+    if (!isObject(tokenizerJson.model)) throw new Error(`${source.filePath(dir, "tokenizer.json")} is malformed: it has no "model" object`);
     const config = (await optional("tokenizer_config.json")) ?? {};
     // As transformers: special_tokens_map.json is read only by configs without added_tokens_decoder.
     const specialTokensMap = config.added_tokens_decoder === undefined ? await optional("special_tokens_map.json") : undefined;
-    const templateFile = join(dir, "chat_template.jinja");
-    const chatTemplate = existsSync(templateFile) ? await readFile(templateFile, "utf8") : config.chat_template;
+    const chatTemplate = (await source.readText(dir, "chat_template.jinja", opts)) ?? config.chat_template;
     return new PreTrainedTokenizer(tokenizerJson, { ...config, ...specialTokensMap, chat_template: chatTemplate }, dir);
   }
 
