@@ -1,0 +1,43 @@
+/**
+ * The demo page: loads the embedded stories260K model from this server over fetch (cached by the
+ * Cache API), then streams a greedy story on webgpu into #output, with tokens/s in #stats.
+ * Query parameters: prompt (default "Once upon a time"), max_new_tokens (default 64).
+ * When finished, document.body.dataset.done is "1" (or "error", with the message in #output) and
+ * #output's data-new-ids holds the generated token ids.
+ */
+import { AutoModelForCausalLM, AutoTokenizer } from "tsorch/transformers";
+
+const MODEL = "./models/stories260K/";
+const output = document.getElementById("output")!;
+const stats = document.getElementById("stats")!;
+
+async function main(): Promise<void> {
+  const params = new URLSearchParams(location.search);
+  const prompt = params.get("prompt") ?? "Once upon a time";
+  const maxNewTokens = Number(params.get("max_new_tokens") ?? 64);
+  const started = performance.now();
+  const tokenizer = await AutoTokenizer.fromPretrained(MODEL);
+  const model = await AutoModelForCausalLM.fromPretrained(MODEL, {
+    device: "webgpu",
+    onProgress: (p) => { stats.textContent = `loading ${p.file}: ${(p.loaded / 1024).toFixed(0)}${p.total ? ` / ${(p.total / 1024).toFixed(0)}` : ""} KiB`; },
+  });
+  const loadSeconds = (performance.now() - started) / 1000;
+  const promptIds = tokenizer.encode(prompt);
+  const newIds: number[] = [];
+  output.textContent = prompt;
+  const t0 = performance.now();
+  for await (const [id] of model.generateStream([promptIds], { maxNewTokens, doSample: false })) {
+    newIds.push(id);
+    output.textContent = tokenizer.decode([...promptIds, ...newIds], { skipSpecialTokens: true });
+    const seconds = (performance.now() - t0) / 1000;
+    stats.textContent = `${newIds.length} tokens · ${(newIds.length / seconds).toFixed(1)} tokens/s · loaded in ${loadSeconds.toFixed(2)} s`;
+  }
+  output.dataset.newIds = newIds.join(",");
+  document.body.dataset.done = "1";
+}
+
+main().catch((e: unknown) => {
+  output.textContent = e instanceof Error ? e.message : String(e);
+  stats.textContent = "failed";
+  document.body.dataset.done = "error";
+});
