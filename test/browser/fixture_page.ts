@@ -7,6 +7,7 @@ import { AutoModelForCausalLM } from "tsorch/transformers";
 
 const page = globalThis as unknown as {
   fixtureLogits(base: string, ids: number[][]): Promise<number[]>;
+  greedy(base: string, ids: number[], maxNewTokens: number): Promise<number[]>;
   cpuOpError(): Promise<string>;
 };
 
@@ -14,6 +15,12 @@ const page = globalThis as unknown as {
 page.fixtureLogits = async (base, ids) => {
   const model = await AutoModelForCausalLM.fromPretrained(base, { device: "webgpu" });
   return Array.from(await model.logits(ids).data(), Number);
+};
+
+/** The new token ids of a greedy continuation of `ids` by the model at URL `base`. */
+page.greedy = async (base, ids, maxNewTokens) => {
+  const model = await AutoModelForCausalLM.fromPretrained(base, { device: "webgpu" });
+  return (await model.generate(ids, { maxNewTokens, doSample: false })).slice(ids.length);
 };
 
 /** The message of running an op on the cpu device in a page ("" if it did not throw). */
