@@ -71,10 +71,10 @@ test("qwen3_5: mtp.* and model.visual.* are skipped; a missing or unknown langua
   assert.throws(() => new Qwen3_5ForConditionalGeneration({ ...f.config, text_config: undefined }), (e: Error) => e instanceof ConfigError && /no 'text_config'/.test(e.message));
 });
 
-test("qwen3_5: the skipped vision tower is listed once in a debug line (NODE_DEBUG=tsorch)", async (t) => {
+test("qwen3_5: the skipped vision tower is listed once in a debug line (TSORCH_DEBUG=1)", async (t) => {
   const f = fixture(t, "qwen3_5");
   if (!f) return;
-  const { stderr } = await run(process.execPath, [CLI, "forward", "--model", f.dir, "--input-ids", "1,2,3", "--output", "json"], { env: { ...process.env, NODE_DEBUG: "tsorch" }, maxBuffer: 1 << 26 });
+  const { stderr } = await run(process.execPath, [CLI, "forward", "--model", f.dir, "--input-ids", "1,2,3", "--output", "json"], { env: { ...process.env, TSORCH_DEBUG: "1" }, maxBuffer: 1 << 26 });
   const lines = stderr.split("\n").filter((l) => l.includes("skipped"));
   assert.equal(lines.length, 1, stderr);
   assert.match(lines[0], /Qwen3_5ForConditionalGeneration: skipped 21 checkpoint tensor\(s\) text generation does not use: model\.visual\.\* \(21\)/);

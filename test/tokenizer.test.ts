@@ -4,7 +4,7 @@ import { copyFileSync, mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { test } from "node:test";
-import { AutoTokenizer, PreTrainedTokenizer } from "../src/transformers/tokenization.js";
+import { AutoTokenizer, PreTrainedTokenizer } from "../src/transformers/index.js";
 import { missing, readJson, SHARED, STORIES } from "./helpers/shared.js";
 
 interface StoriesExpected {

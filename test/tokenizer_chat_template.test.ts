@@ -8,7 +8,7 @@ import { copyFileSync, mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { test } from "node:test";
-import { AutoTokenizer, type ChatMessage } from "../src/transformers/tokenization.js";
+import { AutoTokenizer, type ChatMessage } from "../src/transformers/index.js";
 import { missing, STORIES } from "./helpers/shared.js";
 
 const skip = missing(STORIES);

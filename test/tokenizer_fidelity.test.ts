@@ -10,7 +10,7 @@ import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { test } from "node:test";
-import { AutoTokenizer, type ChatMessage } from "../src/transformers/tokenization.js";
+import { AutoTokenizer, type ChatMessage } from "../src/transformers/index.js";
 import { missing, readJson, ROOT, STORIES, TINY } from "./helpers/shared.js";
 
 interface Encoding {

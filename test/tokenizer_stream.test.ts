@@ -3,7 +3,7 @@ import assert from "node:assert/strict";
 import { join } from "node:path";
 import { test } from "node:test";
 import { DecodeStream } from "../src/transformers/decode_stream.js";
-import { AutoTokenizer, type PreTrainedTokenizer } from "../src/transformers/tokenization.js";
+import { AutoTokenizer, type PreTrainedTokenizer } from "../src/transformers/index.js";
 import { missing, readJson, STORIES } from "./helpers/shared.js";
 
 interface StoriesExpected {

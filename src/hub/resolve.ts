@@ -6,6 +6,7 @@ import { HubApiError } from "@huggingface/hub";
 import { cachedCommit, hubCacheDir, repoCacheFolder, snapshotFolder } from "./cache.js";
 import { downloadModel } from "./download.js";
 import { HubError } from "./errors.js";
+import { isHubId } from "./hub_id.js";
 import { readWeightMap, SAFETENSORS_FILE, SAFETENSORS_INDEX_FILE } from "./safetensors.js";
 
 export interface ResolveOptions {
@@ -22,9 +23,6 @@ export interface ResolveOptions {
   /** fetch used for every Hub request (default: global fetch). */
   fetch?: typeof fetch;
 }
-
-/** Hub ids as huggingface_hub validates them: "org/name", word characters, "-" and ".", no "--" or "..". */
-const HUB_ID = /^(?:\w|\w[\w.-]*\w)\/(?:\w|\w[\w.-]*\w)$/;
 
 /**
  * The local folder holding model `idOrPath`'s files (config.json, tokenizer, safetensors):
@@ -46,7 +44,7 @@ export async function resolveModel(idOrPath: string, opts: ResolveOptions = {}):
   if (/^(\/|\.\.?\/|~)/.test(idOrPath) || idOrPath.includes("\\") || (dir !== "." && existsSync(dir))) {
     throw new HubError(`model folder not found: ${idOrPath}`);
   }
-  if (!HUB_ID.test(idOrPath) || /--|\.\./.test(idOrPath) || idOrPath.length > 96) {
+  if (!isHubId(idOrPath)) {
     throw new HubError(`invalid model id "${idOrPath}": expected a Hugging Face Hub id "org/name" or an existing folder`);
   }
 

@@ -3,25 +3,22 @@
  * config.json, pick the architecture, load the safetensors weights onto the device.
  */
 import { openDevice } from "../devices/registry.js";
-import { loadCheckpoint, loadConfig, loadGenerationConfig, resolveModel } from "../hub/index.js";
+import { loadConfigFrom, loadGenerationConfigFrom, modelSource, type SourceOptions } from "../hub/source.js";
 import { isFloating, parseDType, type DType } from "../tensor/dtype.js";
 import type { PreTrainedModel } from "./modeling_utils.js";
 import { causalLMClass } from "./models/index.js";
 
-export interface FromPretrainedOptions {
+export interface FromPretrainedOptions extends SourceOptions {
   /** Device string: "cpu" (default), "webgpu", … */
   device?: string;
   /** Weight dtype: "float32", "bfloat16", "float16", or "auto" (default: as stored in the checkpoint). */
   dtype?: DType | "auto" | string;
-  revision?: string;
-  cacheDir?: string;
-  /** Show a download progress bar on stderr (default true). */
-  progress?: boolean;
 }
 
 export class AutoModelForCausalLM {
   /**
-   * Load a causal LM from a folder or Hub id. Throws: model not found / not downloadable,
+   * Load a causal LM from a folder or Hub id (Node), or a URL base or Hub id (browsers; see
+   * hub/source.ts for where files come from). Throws: model not found / not downloadable,
    * unsupported architecture (naming the supported ones), unknown device or dtype, malformed
    * config or checkpoint, missing/unexpected/mis-shaped weights.
    */
@@ -29,12 +26,13 @@ export class AutoModelForCausalLM {
     const dtype = opts.dtype === undefined || opts.dtype === "auto" ? undefined : parseDType(opts.dtype);
     if (dtype && !isFloating(dtype)) throw new Error(`dtype '${opts.dtype}' is not a weight dtype; use float32, bfloat16, float16 or auto`);
     const device = await openDevice(opts.device ?? "cpu");
-    const dir = await resolveModel(pathOrId, { revision: opts.revision, cacheDir: opts.cacheDir, progress: opts.progress });
-    const config = await loadConfig(dir);
+    const source = modelSource();
+    const dir = await source.resolve(pathOrId, opts);
+    const config = await loadConfigFrom(dir, opts);
     const Model = causalLMClass(config);
     const model = new Model(config);
-    model.generationConfig = await loadGenerationConfig(dir);
-    model.loadWeights(await loadCheckpoint(dir), device, dtype);
+    model.generationConfig = await loadGenerationConfigFrom(dir, opts);
+    model.loadWeights(await source.loadCheckpoint(dir, opts), device, dtype);
     return model;
   }
 }

@@ -6,12 +6,12 @@
  *   model under `model.language_model.`, which the text model calls `model.`;
  * - `skip`: tensors the text model knowingly does not use (vision/audio towers, multi-token
  *   prediction layers), by prefix or by name. They are dropped before the missing/unexpected-weight
- *   checks and listed once, summarised by prefix, in a debug line (NODE_DEBUG=tsorch);
+ *   checks and listed once, summarised by prefix, in a debug line (TSORCH_DEBUG=1);
  * - `fuseExperts`: per-expert 2-D tensors `…experts.N.{gate,up,down}_proj.weight` (what
  *   transformers' save_pretrained writes) are stacked into the fused 3-D `…experts.gate_up_proj`
  *   [E, 2I, H] and `…experts.down_proj` [E, H, I] that the model declares (what Qwen and Google ship).
  */
-import { debuglog } from "node:util";
+import { debug } from "./debug.js";
 import type { RawTensor } from "../hub/index.js";
 import { itemsize } from "../tensor/dtype.js";
 import { ConfigError, type RawConfig } from "./configuration.js";
@@ -25,8 +25,6 @@ export interface CheckpointLayout {
   /** Stack per-expert `experts.N.{gate,up,down}_proj.weight` into fused 3-D expert tensors. */
   fuseExperts?: boolean;
 }
-
-const debug = debuglog("tsorch");
 
 /** Where `…ForConditionalGeneration` checkpoints keep the language model, and the text model's name for it. */
 export const LANGUAGE_MODEL_RENAME: [string, string] = ["model.language_model.", "model."];
@@ -58,7 +56,7 @@ export function applyCheckpointLayout(weights: Map<string, RawTensor>, layout: C
     if (layout.skip?.some((s) => (typeof s === "string" ? name.startsWith(s) : s.test(name)))) skipped.push(name);
     else kept.set(name, t);
   }
-  if (skipped.length) debug("%s: skipped %d checkpoint tensor(s) text generation does not use: %s", model, skipped.length, summarise(skipped));
+  if (skipped.length) debug(`${model}: skipped ${skipped.length} checkpoint tensor(s) text generation does not use: ${summarise(skipped)}`);
   const out = new Map<string, RawTensor>();
   for (const [name, t] of layout.fuseExperts ? fuseSplitExperts(kept) : kept) {
     const rule = layout.renames?.find(([from]) => name.startsWith(from));

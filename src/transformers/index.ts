@@ -1,10 +1,4 @@
-/** tsorch/transformers: Hugging Face-compatible tokenizers, models and generation. */
+/** tsorch/transformers in Node: Hugging Face-compatible tokenizers, models and generation (the cpu and webgpu devices, models from folders and the Hugging Face cache). */
 import "../devices/builtin.js";
-export { AutoModelForCausalLM, type FromPretrainedOptions } from "./auto.js";
-export { AutoTokenizer, PreTrainedTokenizer, type ChatMessage, type ChatTemplateOptions, type BatchEncoding } from "./tokenization.js";
-export { DecodeStream } from "./decode_stream.js";
-export { PreTrainedModel, WeightLoadError, type CausalLMInputs } from "./modeling_utils.js";
-export { KVCache, type CacheImplementation } from "./cache_utils.js";
-export { GenerationOptionError, type FinishReason, type GenerationOptions } from "./generation/configuration_utils.js";
-export { type GenerateOutput, type GenerationStream } from "./generation/utils.js";
-export { CAUSAL_LM_ARCHITECTURES, UnsupportedArchitectureError } from "./models/index.js";
+import "../hub/local_source.js";
+export * from "./api.js";

@@ -9,11 +9,9 @@
  * - decoding by @huggingface/tokenizers with a Rust-exact ByteFallback decoder;
  * - padding and chat templates, as transformers.
  */
-import { existsSync } from "node:fs";
-import { readFile } from "node:fs/promises";
-import { join } from "node:path";
 import { Template } from "@huggingface/jinja";
-import { readJsonFile, resolveModel, type JsonObject } from "../hub/index.js";
+import type { JsonObject } from "../hub/config.js";
+import { modelSource, parseJsonObject, type SourceOptions } from "../hub/source.js";
 import { AddedVocabulary } from "./added_vocabulary.js";
 import { postProcessor, type PostProcessor } from "./post_processor.js";
 import { preTokenizer, type PreTokenize } from "./pre_tokenizer.js";
@@ -54,10 +52,7 @@ export interface BatchEncoding {
 }
 
 /** Loading options of {@link PreTrainedTokenizer.fromPretrained}, passed on to the hub resolver. */
-export interface FromPretrainedOptions {
-  revision?: string;
-  cacheDir?: string;
-}
+export type FromPretrainedOptions = SourceOptions;
 
 /** transformers' VERY_LARGE_INTEGER, the model_max_length of a config that gives none. */
 const VERY_LARGE_INTEGER = 1e30;
@@ -67,13 +62,6 @@ function modelVocabSize(json: JsonObject): number {
   const vocab = (json.model as JsonObject).vocab;
   if (Array.isArray(vocab)) return vocab.length;
   return Object.keys((vocab ?? {}) as object).length;
-}
-
-/** A JSON file holding an object; throws naming the file otherwise (hub's readJsonFile names unreadable files). */
-async function readObject(path: string): Promise<JsonObject> {
-  const value = await readJsonFile(path);
-  if (!isObject(value)) throw new Error(`${path} is malformed: expected a JSON object`);
-  return value;
 }
 
 /** chat_template of a config: a string, or a list of {name, template} which becomes a name → template map. */
@@ -181,26 +169,26 @@ export class PreTrainedTokenizer {
    * Throws if tokenizer.json is missing, or any of these files is malformed; the message names the file.
    */
   static async fromPretrained(pathOrId: string, opts: FromPretrainedOptions = {}): Promise<PreTrainedTokenizer> {
-    const dir = await resolveModel(pathOrId, opts);
-    const tokenizerFile = join(dir, "tokenizer.json");
-    if (!existsSync(tokenizerFile)) {
+    const source = modelSource();
+    const dir = await source.resolve(pathOrId, opts);
+    const optional = async (file: string) => {
+      const text = await source.readText(dir, file, opts);
+      return text === undefined ? undefined : parseJsonObject(text, source.filePath(dir, file));
+    };
+    const tokenizerJson = await optional("tokenizer.json");
+    if (!tokenizerJson) {
       throw new Error(`${dir} has no tokenizer.json; tsorch loads tokenizers from tokenizer.json only (the "fast" format)`);
     }
-    const tokenizerJson = await readObject(tokenizerFile);
-    if (!isObject(tokenizerJson.model)) throw new Error(`${tokenizerFile} is malformed: it has no "model" object`);
-    const optional = (file: string) => (existsSync(join(dir, file)) ? readObject(join(dir, file)) : Promise.resolve(undefined));
+    if (!isObject(tokenizerJson.model)) throw new Error(`${source.filePath(dir, "tokenizer.json")} is malformed: it has no "model" object`);
     const config = (await optional("tokenizer_config.json")) ?? {};
     // As transformers: special_tokens_map.json is read only by configs without added_tokens_decoder.
     const specialTokensMap = config.added_tokens_decoder === undefined ? await optional("special_tokens_map.json") : undefined;
     const merged: JsonObject = { ...config, ...specialTokensMap };
     // ... and so is the older added_tokens.json.
-    const addedTokensFile = join(dir, "added_tokens.json");
-    if (config.added_tokens_decoder === undefined && existsSync(addedTokensFile)) {
-      merged.added_tokens_decoder = legacyAddedTokensDecoder(await readObject(addedTokensFile), addedTokensFile, merged, tokenizerJson);
-    }
+    const addedTokens = config.added_tokens_decoder === undefined ? await optional("added_tokens.json") : undefined;
+    if (addedTokens) merged.added_tokens_decoder = legacyAddedTokensDecoder(addedTokens, source.filePath(dir, "added_tokens.json"), merged, tokenizerJson);
     const modelConfig = (await optional("config.json")) ?? {};
-    const templateFile = join(dir, "chat_template.jinja");
-    merged.chat_template = existsSync(templateFile) ? await readFile(templateFile, "utf8") : config.chat_template;
+    merged.chat_template = (await source.readText(dir, "chat_template.jinja", opts)) ?? config.chat_template;
     return new PreTrainedTokenizer(tokenizerJson, merged, dir, modelConfig);
   }
 

@@ -17,9 +17,7 @@
  * - Invalid arguments (an id out of range, an unknown op code) throw a JS RangeError/TypeError with
  *   a message naming the problem; the addon never crashes the process on bad input it can check.
  */
-import { createRequire } from "node:module";
-import { fileURLToPath } from "node:url";
-import * as path from "node:path";
+import { loadCpuAddon } from "#cpu-addon";
 
 export type Buf = ArrayBufferView;
 
@@ -182,19 +180,10 @@ export interface NativeCpu {
 
 let cached: NativeCpu | undefined;
 
-/** Load the addon (once). Throws a clear error when it was not built. */
+/**
+ * Load the addon (once). `#cpu-addon` is ./addon_node.ts in Node (throws a clear error when the
+ * addon was not built) and ./addon_browser.ts in browsers (throws: use the webgpu device).
+ */
 export function native(): NativeCpu {
-  if (cached) return cached;
-  const require = createRequire(import.meta.url);
-  const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../../../..");
-  const file = path.join(root, "build", "Release", "tsorch_cpu.node");
-  try {
-    cached = require(file) as NativeCpu;
-  } catch (e) {
-    throw new Error(
-      `the cpu device's native addon is missing or failed to load (${file}): run \`npm install\` ` +
-        `(it builds with node-gyp; needs g++, make and python3). Cause: ${(e as Error).message}`,
-    );
-  }
-  return cached;
+  return (cached ??= loadCpuAddon() as NativeCpu);
 }

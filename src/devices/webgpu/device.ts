@@ -1,7 +1,7 @@
 /// <reference types="@webgpu/types" />
 /**
- * The webgpu device: Dawn (the `webgpu` npm package) in Node. Opening requests an adapter (Dawn's
- * default backend, then its OpenGL ES backend in compatibility mode as a fallback) and a device
+ * The webgpu device, on any WebGPU implementation: opening takes an adapter from the environment's
+ * adapter source (./dawn.ts in Node, ./navigator_adapter.ts in browsers) and requests a device
  * with the adapter's largest buffer limits. Memory is GPUBuffers from the caching allocator; a
  * tensor's bytes sit in its buffer in the dtype's standard little-endian layout (int64 as pairs
  * of u32, float16/bfloat16 two per u32), so uploads and reads are plain byte copies.
@@ -10,21 +10,9 @@ import type { Device, Storage } from "../device.js";
 import { Allocator } from "./allocator.js";
 import { Dispatcher } from "./dispatch.js";
 
-/**
- * Every GPU object Dawn handed out, referenced for the life of the process: dawn.node crashes
- * (std::system_error, futex errors, a segfault in CallbackTaskManager::Flush) when the garbage
- * collector takes it while a device is in use.
- */
-const gpus: GPU[] = [];
 let opening: Promise<WebGPUDevice> | undefined;
 
-/** What to do when no adapter is found (also the device's registry description). */
-export const INSTALL_HINT =
-  "webgpu needs a GPU adapter. With a GPU, install its Vulkan driver (Linux), or use macOS (Metal) or Windows (D3D12). " +
-  "Without one, install Mesa's software Vulkan driver (lavapipe) from a recent Mesa: Debian 12's own Mesa 22.3 is refused " +
-  "by Dawn, Mesa 25 from bookworm-backports works (add bookworm-backports to apt's sources, then " +
-  "`apt-get install -t bookworm-backports mesa-vulkan-drivers libvulkan1`).";
-
+/** No WebGPU adapter in this environment; the message says what to install or use. */
 export class NoAdapterError extends Error {}
 
 /** Codes of the device status block (see WebGPUDevice.status). */
@@ -116,34 +104,10 @@ function padTo4(bytes: Uint8Array): Uint8Array {
   return out;
 }
 
-async function loadDawn(): Promise<typeof import("webgpu")> {
-  try {
-    return await import("webgpu");
-  } catch (e) {
-    throw new NoAdapterError(`the webgpu device needs the \`webgpu\` npm package (Dawn): run \`npm install webgpu\`. Cause: ${(e as Error).message}`);
-  }
-}
+/** Where an environment gets its GPU adapter; throws NoAdapterError when there is none. */
+export type AdapterSource = () => Promise<GPUAdapter>;
 
-async function requestAdapter(): Promise<GPUAdapter> {
-  // A runtime with WebGPU built in (browsers, Deno) needs no Dawn.
-  const builtin = (globalThis as { navigator?: { gpu?: GPU } }).navigator?.gpu;
-  const native = builtin && (await builtin.requestAdapter({ powerPreference: "high-performance" }));
-  if (native) return native;
-  const dawn = await loadDawn();
-  const gpu = dawn.create([]);
-  gpus.push(gpu);
-  const adapter = await gpu.requestAdapter({ powerPreference: "high-performance" });
-  if (adapter) return adapter;
-  // Fallback: Dawn's OpenGL ES backend, headless through EGL (Mesa's llvmpipe works here too).
-  process.env.EGL_PLATFORM ??= "surfaceless";
-  const gl = dawn.create(["backend=opengles"]);
-  gpus.push(gl);
-  const fallback = await gl.requestAdapter({ featureLevel: "compatibility" });
-  if (fallback) return fallback;
-  throw new NoAdapterError(`webgpu: no GPU adapter found (Dawn tried its default backend and OpenGL ES). ${INSTALL_HINT}`);
-}
-
-async function open(): Promise<WebGPUDevice> {
+async function open(requestAdapter: AdapterSource): Promise<WebGPUDevice> {
   const adapter = await requestAdapter();
   const l = adapter.limits;
   const gpu = await adapter.requestDevice({
@@ -160,10 +124,13 @@ async function open(): Promise<WebGPUDevice> {
   return new WebGPUDevice(gpu, info.description || info.device || info.vendor || "unknown adapter");
 }
 
-/** Open the webgpu device (one per process: index 0). Throws NoAdapterError saying what to install. */
-export function openWebGPU(index: number): Promise<WebGPUDevice> {
+/**
+ * Open the webgpu device (one per process: index 0) on an adapter from `requestAdapter`.
+ * Throws NoAdapterError saying what to install.
+ */
+export function openWebGPU(index: number, requestAdapter: AdapterSource): Promise<WebGPUDevice> {
   if (index !== 0) return Promise.reject(new RangeError(`webgpu:${index}: only one webgpu device (webgpu:0) is supported`));
-  opening ??= open().catch((e) => {
+  opening ??= open(requestAdapter).catch((e) => {
     opening = undefined;
     throw e;
   });

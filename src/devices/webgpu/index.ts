@@ -1,11 +1,13 @@
 /**
- * Registers the webgpu device and its kernels. Loaded lazily (devices/builtin.ts registers a
- * loader), so the `webgpu` package is imported only when a webgpu device is first opened.
+ * Registers the webgpu device (on Dawn, ./dawn.ts) and its kernels in Node. Loaded lazily
+ * (devices/builtin.ts registers a loader), so the `webgpu` package is imported only when a webgpu
+ * device is first opened. Browsers register it through ./browser.ts instead.
  */
 import { registerKernels } from "../kernels.js";
 import { registerDevice } from "../registry.js";
-import { INSTALL_HINT, openWebGPU } from "./device.js";
+import { INSTALL_HINT, dawnAdapter } from "./dawn.js";
+import { openWebGPU } from "./device.js";
 import { webgpuKernels } from "./kernels/index.js";
 
-registerDevice("webgpu", { open: openWebGPU, description: INSTALL_HINT });
+registerDevice("webgpu", { open: (index) => openWebGPU(index, dawnAdapter), description: INSTALL_HINT });
 registerKernels("webgpu", webgpuKernels);

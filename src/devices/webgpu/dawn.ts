@@ -1,0 +1,48 @@
+/**
+ * GPU adapters in Node: Dawn, from the `webgpu` npm package (a runtime with WebGPU built in, such
+ * as Deno, is used as it is). Dawn's default backend first, then its OpenGL ES backend in
+ * compatibility mode as a fallback.
+ */
+import { NoAdapterError } from "./device.js";
+
+/** What to do when no adapter is found (also the device's registry description). */
+export const INSTALL_HINT =
+  "webgpu needs a GPU adapter. With a GPU, install its Vulkan driver (Linux), or use macOS (Metal) or Windows (D3D12). " +
+  "Without one, install Mesa's software Vulkan driver (lavapipe) from a recent Mesa: Debian 12's own Mesa 22.3 is refused " +
+  "by Dawn, Mesa 25 from bookworm-backports works (add bookworm-backports to apt's sources, then " +
+  "`apt-get install -t bookworm-backports mesa-vulkan-drivers libvulkan1`).";
+
+/**
+ * Every GPU object Dawn handed out, referenced for the life of the process: dawn.node crashes
+ * (std::system_error, futex errors, a segfault in CallbackTaskManager::Flush) when the garbage
+ * collector takes it while a device is in use.
+ */
+const gpus: GPU[] = [];
+
+async function loadDawn(): Promise<typeof import("webgpu")> {
+  try {
+    return await import("webgpu");
+  } catch (e) {
+    throw new NoAdapterError(`the webgpu device needs the \`webgpu\` npm package (Dawn): run \`npm install webgpu\`. Cause: ${(e as Error).message}`);
+  }
+}
+
+/** An adapter from the runtime's own navigator.gpu, else from Dawn. Throws NoAdapterError with INSTALL_HINT. */
+export async function dawnAdapter(): Promise<GPUAdapter> {
+  // A runtime with WebGPU built in (Deno) needs no Dawn.
+  const builtin = (globalThis as { navigator?: { gpu?: GPU } }).navigator?.gpu;
+  const native = builtin && (await builtin.requestAdapter({ powerPreference: "high-performance" }));
+  if (native) return native;
+  const dawn = await loadDawn();
+  const gpu = dawn.create([]);
+  gpus.push(gpu);
+  const adapter = await gpu.requestAdapter({ powerPreference: "high-performance" });
+  if (adapter) return adapter;
+  // Fallback: Dawn's OpenGL ES backend, headless through EGL (Mesa's llvmpipe works here too).
+  process.env.EGL_PLATFORM ??= "surfaceless";
+  const gl = dawn.create(["backend=opengles"]);
+  gpus.push(gl);
+  const fallback = await gl.requestAdapter({ featureLevel: "compatibility" });
+  if (fallback) return fallback;
+  throw new NoAdapterError(`webgpu: no GPU adapter found (Dawn tried its default backend and OpenGL ES). ${INSTALL_HINT}`);
+}
