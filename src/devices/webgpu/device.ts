@@ -7,6 +7,7 @@
  * of u32, float16/bfloat16 two per u32), so uploads and reads are plain byte copies.
  */
 import type { Device, Storage } from "../device.js";
+import { native } from "../cpu/native.js";
 import { Allocator } from "./allocator.js";
 import { Dispatcher } from "./dispatch.js";
 
@@ -124,6 +125,27 @@ async function loadDawn(): Promise<typeof import("webgpu")> {
   }
 }
 
+/**
+ * Call `fn` with the process's stderr muted unless TSORCH_DEBUG is set: Dawn prints warnings from
+ * C++ straight to file descriptor 2 while it enumerates adapters (on software adapters such as
+ * lavapipe: "maxDynamicUniformBuffersPerPipelineLayout artificially reduced …"). Muting uses the
+ * package's native addon; without it the warnings pass through.
+ */
+function quietly<T>(fn: () => T): T {
+  if (process.env.TSORCH_DEBUG) return fn();
+  let saved: number;
+  try {
+    saved = native().muteStderr();
+  } catch {
+    return fn();
+  }
+  try {
+    return fn();
+  } finally {
+    native().restoreStderr(saved);
+  }
+}
+
 async function requestAdapter(): Promise<GPUAdapter> {
   // A runtime with WebGPU built in (browsers, Deno) needs no Dawn.
   const builtin = (globalThis as { navigator?: { gpu?: GPU } }).navigator?.gpu;
@@ -132,13 +154,13 @@ async function requestAdapter(): Promise<GPUAdapter> {
   const dawn = await loadDawn();
   const gpu = dawn.create([]);
   gpus.push(gpu);
-  const adapter = await gpu.requestAdapter({ powerPreference: "high-performance" });
+  const adapter = await quietly(() => gpu.requestAdapter({ powerPreference: "high-performance" }));
   if (adapter) return adapter;
   // Fallback: Dawn's OpenGL ES backend, headless through EGL (Mesa's llvmpipe works here too).
   process.env.EGL_PLATFORM ??= "surfaceless";
   const gl = dawn.create(["backend=opengles"]);
   gpus.push(gl);
-  const fallback = await gl.requestAdapter({ featureLevel: "compatibility" });
+  const fallback = await quietly(() => gl.requestAdapter({ featureLevel: "compatibility" }));
   if (fallback) return fallback;
   throw new NoAdapterError(`webgpu: no GPU adapter found (Dawn tried its default backend and OpenGL ES). ${INSTALL_HINT}`);
 }
