@@ -167,12 +167,13 @@ export interface NativeCpu {
 
 let cached: NativeCpu | undefined;
 
-/** Load the addon (once). Throws a clear error when it was not built. */
+/** Load the addon (once; the file TSORCH_CPU_ADDON names, if set). Throws a clear error when it was not built. */
 export function native(): NativeCpu {
   if (cached) return cached;
   const require = createRequire(import.meta.url);
   const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../../../..");
-  const file = path.join(root, "build", "Release", "tsorch_cpu.node");
+  // TSORCH_CPU_ADDON: another build of the addon (npm run test:sanitize points it at the sanitizer build).
+  const file = process.env.TSORCH_CPU_ADDON || path.join(root, "build", "Release", "tsorch_cpu.node");
   try {
     cached = require(file) as NativeCpu;
   } catch (e) {
