@@ -2,9 +2,12 @@
 # build/Release/tsorch_cpu.node. On x86-64 the GEMM kernels are also compiled for AVX2 and
 # AVX-512 in static libraries with their own -m flags; the addon picks one at load time
 # (cpu.cc). Everything else is compiled for the baseline target, so the addon runs on any CPU.
+# With TSORCH_SANITIZE=1 everything is compiled with AddressSanitizer + UndefinedBehaviorSanitizer
+# (`npm run test:sanitize` does that in build-sanitize/, leaving build/ alone).
 {
   "variables": {
     "x86_kernels%": "<!(node -p \"process.arch === 'x64' && process.platform !== 'win32' ? 1 : 0\")",
+    "sanitize%": "<!(node -p \"process.env.TSORCH_SANITIZE === '1' ? 1 : 0\")",
   },
   "target_defaults": {
     "cflags!": ["-O2"],
@@ -18,6 +21,10 @@
     },
     "conditions": [
       ["x86_kernels==1", {"defines": ["TSORCH_X86_KERNELS"]}],
+      ["sanitize==1", {
+        "cflags": ["-fsanitize=address,undefined", "-fno-sanitize-recover=undefined", "-fno-omit-frame-pointer", "-g"],
+        "ldflags": ["-fsanitize=address,undefined"],
+      }],
     ],
   },
   "targets": [

@@ -1,5 +1,7 @@
 /**
  * `npm run bench -- --model DIR [--device cpu|webgpu] [--threads N] [--peer-python PATH]`
+ * (--threads: the cpu thread pool's size, default TSORCH_NUM_THREADS, else every CPU this process
+ * may use; the report's "threads" is the size the pool really has. Bad flags: one line, exit 2.)
  *
  * Measures, on a local checkpoint (nothing is downloaded): prefill tokens/s (prompt 32, batch 1),
  * decode tokens/s (64 new tokens, batch 1 and batch 8; the first token is excluded), time to
@@ -9,21 +11,45 @@
  * in the same run (bench/peer.py) and prints the ratios tsorch / PyTorch. Prints JSON.
  */
 import { execFileSync } from "node:child_process";
+import { existsSync, statSync } from "node:fs";
 import * as path from "node:path";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
 
 const PROMPT = 32, NEW_TOKENS = 64;
+const USAGE = "usage: npm run bench -- [--model DIR] [--device cpu|webgpu] [--threads N] [--peer-python PATH]";
 
-const { values } = parseArgs({
-  options: {
-    model: { type: "string" }, device: { type: "string", default: "cpu" }, threads: { type: "string", default: "2" },
-    "peer-python": { type: "string" }, "skip-model": { type: "boolean", default: false },
-  },
-});
-process.env.TSORCH_NUM_THREADS ??= values.threads;
+/** Print a one-line error and the usage, exit 2. */
+function usageError(message: string): never {
+  process.stderr.write(`bench: error: ${message}\n${USAGE}\n`);
+  process.exit(2);
+}
+
+/** The flags, validated before anything is loaded or measured. */
+function parseFlags() {
+  let values;
+  try {
+    ({ values } = parseArgs({
+      options: { model: { type: "string" }, device: { type: "string", default: "cpu" }, threads: { type: "string" }, "peer-python": { type: "string" } },
+    }));
+  } catch (e) {
+    usageError((e as Error).message.replace(/\s*\n\s*/g, " "));
+  }
+  if (values.device !== "cpu" && values.device !== "webgpu") usageError(`--device must be cpu or webgpu, got '${values.device}'`);
+  if (values.threads !== undefined && !/^[1-9][0-9]*$/.test(values.threads)) usageError(`--threads expects a positive integer, got '${values.threads}'`);
+  if (values.model !== undefined && !(existsSync(values.model) && statSync(values.model).isDirectory())) usageError(`--model: no such folder: ${values.model}`);
+  if (values["peer-python"] !== undefined && values.model === undefined) usageError("--peer-python needs --model");
+  return { ...values, device: values.device as string };
+}
+
+const values = parseFlags();
+// An explicit --threads wins over TSORCH_NUM_THREADS; the pool reads it when the addon loads.
+if (values.threads !== undefined) process.env.TSORCH_NUM_THREADS = values.threads;
 const tsorch = await import("../src/index.js");
 const { AutoModelForCausalLM } = await import("../src/transformers/index.js");
+const { native } = await import("../src/devices/cpu/native.js");
+/** The cpu thread pool's real size (kernels on cpu, host work on webgpu). */
+const threads = native().numThreads();
 
 function randomIds(n: number, vocab: number, seed: number): number[] {
   let s = seed >>> 0;
@@ -80,17 +106,16 @@ async function modelBench(dir: string, device: string) {
   };
 }
 
-const report: Record<string, unknown> = { device: values.device, threads: Number(values.threads), prompt: PROMPT, new_tokens: NEW_TOKENS };
-if (values.device !== "cpu") await tsorch.openDevice(values.device!);
+const report: Record<string, unknown> = { device: values.device, threads, prompt: PROMPT, new_tokens: NEW_TOKENS };
+if (values.device !== "cpu") await tsorch.openDevice(values.device);
 if (values.model) {
   report.model = path.resolve(values.model);
   report.tsorch = await modelBench(values.model, values.device!);
 }
 report.tsorch = { ...(report.tsorch as object), ...(await kernels(values.device!)) };
 if (values["peer-python"]) {
-  if (!values.model) throw new Error("--peer-python needs --model");
   const peerScript = path.join(path.dirname(fileURLToPath(import.meta.url)), "../../bench/peer.py");
-  const out = execFileSync(values["peer-python"], [peerScript, values.model, values.threads!, String(PROMPT), String(NEW_TOKENS)], { encoding: "utf8", stdio: ["ignore", "pipe", "inherit"] });
+  const out = execFileSync(values["peer-python"], [peerScript, values.model!, String(threads), String(PROMPT), String(NEW_TOKENS)], { encoding: "utf8", stdio: ["ignore", "pipe", "inherit"] });
   const peer = JSON.parse(out.trim().split("\n").at(-1)!);
   report.pytorch = peer;
   const mine = report.tsorch as Record<string, number>;
@@ -99,7 +124,7 @@ if (values["peer-python"]) {
   );
 }
 if (values.model) {
-  const { statSync, readdirSync } = await import("node:fs");
+  const { readdirSync } = await import("node:fs");
   const size = readdirSync(values.model).filter((f) => f.endsWith(".safetensors")).reduce((s, f) => s + statSync(path.join(values.model!, f)).size, 0);
   report.checkpoint_bytes = size;
   report.peak_rss_over_checkpoint = ((report.tsorch as Record<string, number>).peak_rss_bytes) / size;

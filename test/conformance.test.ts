@@ -3,11 +3,17 @@
  * API over shapes, views, dtypes and edge values against float64 references.
  */
 import assert from "node:assert/strict";
+import { execFile } from "node:child_process";
+import { tmpdir } from "node:os";
 import { test } from "node:test";
+import { promisify } from "node:util";
 import { formatReport, runConformance } from "../src/conformance/runner.js";
 import { openDevice } from "../src/devices/registry.js";
 import "../src/index.js";
+import { CLI } from "./helpers/shared.js";
 import { webgpuOrSkip } from "./helpers/webgpu.js";
+
+const run = promisify(execFile);
 
 test("conformance: 100% on cpu", async () => {
   const report = await runConformance(await openDevice("cpu"));
@@ -20,4 +26,14 @@ test("conformance: 100% on webgpu", async (t) => {
   if (!dev) return;
   const report = await runConformance(dev);
   assert.equal(report.passRate, 100, formatReport(report));
+});
+
+test("conformance: an op filter that selects nothing is an error naming it, from the API and the CLI", async () => {
+  const cpu = await openDevice("cpu");
+  await assert.rejects(runConformance(cpu, "nosuchop"), /--op 'nosuchop' selects no conformance case; ops: .*\badd\b/);
+  const r = await run(process.execPath, [CLI, "conformance", "--op", "nosuchop"], { cwd: tmpdir() }).then(() => null, (e) => e);
+  assert.ok(r, "tsorch conformance --op nosuchop must fail");
+  assert.match(r.stderr, /^tsorch: error: --op 'nosuchop' selects no conformance case/);
+  const one = await runConformance(cpu, "softmax");
+  assert.ok(one.cases > 0 && one.ops.every((o) => o.op.includes("softmax")));
 });

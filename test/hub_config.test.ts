@@ -1,16 +1,14 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { fileURLToPath } from "node:url";
 import { CheckpointError, loadConfig, loadGenerationConfig, readJsonFile } from "../src/hub/index.js";
-
-const root = fileURLToPath(new URL("../..", import.meta.url)); // dist/test/x.js → project root
-const stories = join(root, "../shared/models/stories260K");
+import { missing, STORIES as stories } from "./helpers/shared.js";
 
 test("loadConfig and loadGenerationConfig read stories260K", async (t) => {
-  if (!existsSync(stories)) return t.skip(`../shared is absent: ${stories} not found`);
+  const skip = missing(stories);
+  if (skip) return t.skip(skip);
   const config = await loadConfig(stories);
   assert.equal(config.model_type, "llama");
   assert.equal(config.hidden_size, 64);

@@ -1,14 +1,12 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { fileURLToPath } from "node:url";
 import { CheckpointError, loadCheckpoint, readSafetensors, type RawTensor } from "../src/hub/index.js";
 import { writeSafetensors } from "./helpers/mock_hub.js";
+import { missing as fixtureMissing, STORIES as stories } from "./helpers/shared.js";
 
-const root = fileURLToPath(new URL("../..", import.meta.url)); // dist/test/x.js → project root
-const stories = join(root, "../shared/models/stories260K");
 const storiesFile = join(stories, "model.safetensors");
 
 const STORIES_DTYPE: Record<string, string> = { float32: "F32" };
@@ -31,7 +29,8 @@ async function rejectsWith(fn: () => unknown, file: string, pattern: RegExp): Pr
 }
 
 test("reads stories260K: names, shapes, dtypes, values, one shared buffer", (t) => {
-  if (!existsSync(storiesFile)) return t.skip(`../shared is absent: ${storiesFile} not found`);
+  const skip = fixtureMissing(storiesFile);
+  if (skip) return t.skip(skip);
   const tensors = readSafetensors(storiesFile);
   assert.equal(tensors.size, 47); // embed + 5 layers × 9 + final norm; lm_head is tied
   const embed = tensors.get("model.embed_tokens.weight")!;
@@ -140,14 +139,15 @@ test("corrupt files throw one-line CheckpointErrors naming the file", async (t) 
   const beyond = withHeader("beyond.safetensors", { x: { dtype: "F32", shape: [2], data_offsets: [4, 12] } }, 8);
   await rejectsWith(() => readSafetensors(beyond), beyond, /truncated data: tensor "x" ends at byte 12 of the data section but only 8 bytes follow the header/);
 
-  if (existsSync(storiesFile)) {
+  const skipStories = fixtureMissing(storiesFile);
+  if (!skipStories) {
     const full = readFileSync(storiesFile);
     const cut = at("cut.safetensors", full.subarray(0, full.length - 100));
     await rejectsWith(() => readSafetensors(cut), cut, /truncated data: tensor "model\.norm\.weight"/);
     const cutHeader = at("cuthead.safetensors", full.subarray(0, 100));
     await rejectsWith(() => readSafetensors(cutHeader), cutHeader, /header length 4856 goes beyond the end of the file/);
   } else {
-    t.diagnostic(`../shared is absent: skipped the cut-short stories260K cases`);
+    t.diagnostic(`${skipStories}: skipped the cut-short stories260K cases`);
   }
 
   const missing = join(dir, "missing.safetensors");
@@ -156,7 +156,8 @@ test("corrupt files throw one-line CheckpointErrors naming the file", async (t) 
 });
 
 test("sharded checkpoint loads equal to the single file", async (t) => {
-  if (!existsSync(storiesFile)) return t.skip(`../shared is absent: ${storiesFile} not found`);
+  const skip = fixtureMissing(storiesFile);
+  if (skip) return t.skip(skip);
   const single = await loadCheckpoint(stories);
   const dir = tmp();
   const names = [...single.keys()];
@@ -202,15 +203,18 @@ test("sharded checkpoint loads equal to the single file", async (t) => {
   rmSync(dir, { recursive: true });
 });
 
-test("a folder without safetensors says what was looked for", async () => {
+test("a folder without safetensors says what was looked for", async (t) => {
   const dir = tmp();
   mkdirSync(join(dir, "empty"));
   const empty = join(dir, "empty");
   await rejectsWith(() => loadCheckpoint(empty), empty,
     /no safetensors checkpoint in .*: looked for model\.safetensors and model\.safetensors\.index\.json/);
-  if (existsSync(storiesFile)) {
+  const skipStories = fixtureMissing(storiesFile);
+  if (!skipStories) {
     copyFileSync(storiesFile, join(empty, "model.safetensors"));
     assert.equal((await loadCheckpoint(empty)).size, 47);
+  } else {
+    t.diagnostic(`${skipStories}: skipped loading a copy of stories260K`);
   }
   rmSync(dir, { recursive: true });
 });

@@ -82,7 +82,7 @@ test("tsorch generate --device webgpu matches transformers' greedy ids", async (
 function supportedFixtures(): string[] {
   if (!existsSync(TINY)) return [];
   return readdirSync(TINY).filter((name) => {
-    if (!existsSync(path.join(TINY, name, "config.json"))) return false; // notes such as FAMILIES2.md
+    if (!existsSync(path.join(TINY, name, "config.json"))) return false; // notes beside the fixture folders
     const config = readJson(path.join(TINY, name, "config.json"));
     return (config.architectures as string[] | undefined)?.some((a) => a in CAUSAL_LM_ARCHITECTURES) ?? false;
   });

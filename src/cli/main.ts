@@ -1,8 +1,10 @@
 #!/usr/bin/env node
 /**
  * The `tsorch` command: `tsorch generate …`, `tsorch forward …`. Errors are printed as one line
- * (`tsorch: error: …`) with a non-zero exit; TSORCH_DEBUG=1 prints the stack too.
+ * (`tsorch: error: …`) with a non-zero exit; TSORCH_DEBUG=1 prints the stack too. Without
+ * `--model`, generate and forward use the model the package ships (models/stories260K).
  */
+import { fileURLToPath } from "node:url";
 import "../devices/builtin.js";
 import { conformanceCommand, CONFORMANCE_USAGE } from "./conformance.js";
 import { forwardCommand, FORWARD_USAGE, generateCommand, GENERATE_USAGE } from "./generate.js";
@@ -14,10 +16,20 @@ const COMMANDS: Record<string, { run: (argv: string[]) => Promise<void>; usage: 
   conformance: { run: conformanceCommand, usage: CONFORMANCE_USAGE },
 };
 
+/** The folder of the model the package ships (stories260K, MIT; see its README), used when
+ * generate or forward get no --model: it works offline, without ../shared or the Hub. */
+const DEFAULT_MODEL = fileURLToPath(new URL("../../../models/stories260K", import.meta.url));
+
+/** argv with `--model DEFAULT_MODEL` in front when it has no --model of its own. */
+function withDefaultModel(argv: string[]): string[] {
+  return argv.some((a) => a === "--model" || a.startsWith("--model=")) ? argv : ["--model", DEFAULT_MODEL, ...argv];
+}
+
 const USAGE = `usage: tsorch <command> [options]
 commands:
-  generate   generate text from a Hugging Face checkpoint (folder or Hub id)
-  forward    print the logits of a forward pass as JSON
+  generate   generate text from a Hugging Face checkpoint (folder or Hub id; default: the
+             shipped stories260K)
+  forward    print the logits of a forward pass as JSON (same default model)
   conformance  check every op of a device against float64 references
 Run \`tsorch <command> --help\` for its options.`;
 
@@ -33,7 +45,7 @@ async function main(argv: string[]): Promise<number> {
     process.stdout.write(cmd.usage + "\n");
     return 0;
   }
-  await cmd.run(rest);
+  await cmd.run(name === "generate" || name === "forward" ? withDefaultModel(rest) : rest);
   return 0;
 }
 

@@ -78,9 +78,16 @@ async function check(c: Case, device: Device): Promise<CaseResult> {
   return result(true, worst);
 }
 
-/** Run every case (or those whose op contains `filter`) on `device`. */
+/**
+ * Run every case (or those whose op contains `filter`) on `device`. A filter that selects no case
+ * throws a RangeError listing the ops, so a typo never reports 100%.
+ */
 export async function runConformance(device: Device, filter?: string): Promise<Report> {
-  const cases = allCases().filter((c) => !filter || c.op.includes(filter));
+  const all = allCases();
+  const cases = all.filter((c) => filter === undefined || c.op.includes(filter));
+  if (cases.length === 0) {
+    throw new RangeError(`--op '${filter}' selects no conformance case; ops: ${[...new Set(all.map((c) => c.op))].join(", ")}`);
+  }
   const results: CaseResult[] = [];
   for (const c of cases) results.push(await check(c, device));
   const ops = new Map<string, OpSummary>();

@@ -5,7 +5,7 @@
  * output shapes and allocates outputs; a kernel only computes. Every signature below states what
  * the front-end guarantees (contiguity, dtypes), so a backend implements no more than that.
  */
-import type { Tensor } from "../tensor/tensor.js";
+import type { TensorView } from "./view.js";
 
 export type UnaryOp =
   | "neg" | "exp" | "log" | "sqrt" | "rsqrt" | "tanh" | "sigmoid" | "silu" | "gelu" | "gelu_tanh"
@@ -24,67 +24,67 @@ export interface SdpaParams {
   /** Sliding window size in keys (with causalOffset >= 0); 0 = unlimited. */
   window: number;
   /** Attention sinks: contiguous float32 [Hq], one extra softmax logit per query head whose column is dropped; null = none. */
-  sinks: Tensor | null;
+  sinks: TensorView | null;
 }
 
 /** The ops a device implements. `out` tensors are freshly allocated and contiguous unless noted. */
 export interface KernelSignatures {
   /** dst[i] = cast(src[i]) over src's shape; both may be strided views (dst is written in place). */
-  copy(src: Tensor, dst: Tensor): void;
+  copy(src: TensorView, dst: TensorView): void;
   /** float32 contiguous x. */
-  unary(op: UnaryOp, x: Tensor, out: Tensor): void;
+  unary(op: UnaryOp, x: TensorView, out: TensorView): void;
   /** a, b: same dtype (float32/int32/int64, bool for logical ops), strided views already broadcast
    * to out's shape. out: that dtype, or bool for comparisons. */
-  binary(op: BinaryOp, a: Tensor, b: Tensor, out: Tensor): void;
+  binary(op: BinaryOp, a: TensorView, b: TensorView, out: TensorView): void;
   /** cond bool, a/b same dtype as out; all strided views broadcast to out's shape. */
-  where(cond: Tensor, a: Tensor, b: Tensor, out: Tensor): void;
+  where(cond: TensorView, a: TensorView, b: TensorView, out: TensorView): void;
   /** Reduce the last axis of contiguous x [..., n] into out [...]. */
-  reduce(op: ReduceOp, x: Tensor, out: Tensor): void;
+  reduce(op: ReduceOp, x: TensorView, out: TensorView): void;
   /** Inclusive cumsum over the last axis; x contiguous float32 or int64. */
-  cumsum(x: Tensor, out: Tensor): void;
+  cumsum(x: TensorView, out: TensorView): void;
   /** Softmax (or log-softmax) over the last axis of contiguous float32 x. */
-  softmax(x: Tensor, out: Tensor, log: boolean): void;
+  softmax(x: TensorView, out: TensorView, log: boolean): void;
   /** out [M, N] f32 = x [M, K] f32 @ w[N, K]^T (+ bias[N]); w/bias float32, float16 or bfloat16. */
-  linear(x: Tensor, w: Tensor, bias: Tensor | null, out: Tensor): void;
+  linear(x: TensorView, w: TensorView, bias: TensorView | null, out: TensorView): void;
   /** Linear with a weight chosen per row (mixture-of-experts experts; MLX's gather_mm):
    * out[m, :] = x[m, :] @ w[idx[m]]^T. x [M, K] contiguous float32; idx [M] contiguous int64 with
    * values in [0, w.length) (the front-end cannot read them: a kernel throws RangeError where it can
    * check); w: E weights [N, K], contiguous, of one dtype (float32, float16 or bfloat16); out [M, N]
    * float32. Rows of one expert may appear anywhere, in any number (including none). */
-  gatherLinear(x: Tensor, w: Tensor[], idx: Tensor, out: Tensor): void;
+  gatherLinear(x: TensorView, w: TensorView[], idx: TensorView, out: TensorView): void;
   /** out [B, M, N] = a [B, M, K] @ b [B, K, N]; a, b float32 strided 3-D views. */
-  matmul(a: Tensor, b: Tensor, out: Tensor): void;
+  matmul(a: TensorView, b: TensorView, out: TensorView): void;
   /** q [B, Hq, Lq, D], k [B, Hkv, Lk, D], v [B, Hkv, Lk, Dv] strided views, q float32, k and v
    * both float32, both float16 or both bfloat16; mask null or
    * float32 additive, a view broadcast to [B, Hq, Lq, Lk] with unit last stride; out [B, Lq, Hq, Dv]. */
-  sdpa(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | null, out: Tensor, p: SdpaParams): void;
+  sdpa(q: TensorView, k: TensorView, v: TensorView, mask: TensorView | null, out: TensorView, p: SdpaParams): void;
   /** out = x * rsqrt(mean(x^2) + eps) * (offset + w) over the last axis; x contiguous float32. */
-  rmsNorm(x: Tensor, w: Tensor, out: Tensor, eps: number, offset: number): void;
+  rmsNorm(x: TensorView, w: TensorView, out: TensorView, eps: number, offset: number): void;
   /** Causal depthwise conv1d with a carried state: x [B, L, C], w [C, K], state [B, K - 1, C] or
    * null (zeros), all contiguous float32; writes out [B, L, C] and the new state into stateOut
    * [B, K - 1, C] (a fresh tensor). See tensor/ops.ts. */
-  causalConv1d(x: Tensor, w: Tensor, state: Tensor | null, out: Tensor, stateOut: Tensor): void;
+  causalConv1d(x: TensorView, w: TensorView, state: TensorView | null, out: TensorView, stateOut: TensorView): void;
   /** The gated delta rule scan (Gated DeltaNet): q, k [B, L, H, Dk], v [B, L, H, Dv], g, beta
    * [B, L, H], state [B, H, Dk, Dv] or null (zeros), all contiguous float32; writes out
    * [B, L, H, Dv] and the final state into stateOut [B, H, Dk, Dv]. See tensor/ops.ts. */
-  gatedDeltaRule(q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor, state: Tensor | null, out: Tensor, stateOut: Tensor): void;
+  gatedDeltaRule(q: TensorView, k: TensorView, v: TensorView, g: TensorView, beta: TensorView, state: TensorView | null, out: TensorView, stateOut: TensorView): void;
   /** LayerNorm over the last axis; x contiguous float32; w, b may be null. */
-  layerNorm(x: Tensor, w: Tensor | null, b: Tensor | null, out: Tensor, eps: number): void;
+  layerNorm(x: TensorView, w: TensorView | null, b: TensorView | null, out: TensorView, eps: number): void;
   /** x [B, L, H, D] contiguous float32; cos/sin [B, L, R] contiguous float32; rotate_half style. */
-  rotary(x: Tensor, cos: Tensor, sin: Tensor, out: Tensor): void;
+  rotary(x: TensorView, cos: TensorView, sin: TensorView, out: TensorView): void;
   /** out [n, dim] float32 = table[ids]; table [V, dim] contiguous (any float dtype); ids contiguous
    * int32/int64. Throws RangeError on an id outside [0, V). */
-  embedding(table: Tensor, ids: Tensor, out: Tensor): void;
+  embedding(table: TensorView, ids: TensorView, out: TensorView): void;
   /**
    * MXFP4 to float32: blocks int32 [R, nb, 4] (each block's 16 packed bytes as 4 little-endian
    * words) and scales int32 [R, S] (each row's nb scale bytes, padded to S = ceil(nb / 4) words),
    * both contiguous -> out float32 [R, nb * 32].
    */
-  dequantMxfp4(blocks: Tensor, scales: Tensor, out: Tensor): void;
+  dequantMxfp4(blocks: TensorView, scales: TensorView, out: TensorView): void;
   /** Row-wise stable sort of contiguous float32 [..., n]; values and int64 indices. */
-  sort(x: Tensor, values: Tensor, indices: Tensor, descending: boolean): void;
+  sort(x: TensorView, values: TensorView, indices: TensorView, descending: boolean): void;
   /** Row-wise top-k (largest first) of contiguous float32 [..., n]; values and int64 indices. */
-  topk(x: Tensor, k: number, values: Tensor, indices: Tensor): void;
+  topk(x: TensorView, k: number, values: TensorView, indices: TensorView): void;
 }
 
 export type OpName = keyof KernelSignatures;

@@ -5,10 +5,10 @@
  * of heads back to [B, L, Hq*Dv]; and RotaryAttention, the q/k/v/o-projection attention module of
  * Llama and the families derived from it.
  */
-import type { LayerKVCache } from "../transformers/cache_utils.js";
 import { applyRotary, scaledDotProductAttention } from "../tensor/ops.js";
 import { tidy } from "../tensor/scope.js";
 import type { Tensor } from "../tensor/tensor.js";
+import type { AttentionKVCache } from "./kv_cache.js";
 import { Linear, RMSNorm } from "./layers.js";
 import { Module, type Parameter } from "./module.js";
 
@@ -28,7 +28,7 @@ export interface CausalAttentionOptions {
  * -> [B, L, Hq*Dv]. Appends k/v to `cache` when given; attention is causal over past + new keys.
  * A sliding-window cache returns only the last keys, so the mask is cut to its last Lk columns.
  */
-export function causalAttention(q: Tensor, k: Tensor, v: Tensor, cache: LayerKVCache | null, o: CausalAttentionOptions): Tensor {
+export function causalAttention(q: Tensor, k: Tensor, v: Tensor, cache: AttentionKVCache | null, o: CausalAttentionOptions): Tensor {
   const kv = cache ? cache.update(k, v, o.window) : { keys: k.transpose(1, 2), values: v.transpose(1, 2) };
   return attendToKeys(q, kv.keys, kv.values, o);
 }
@@ -100,11 +100,11 @@ export class RotaryAttention extends Module {
   }
 
   /** cos/sin [B, L, R] rotary tables; mask: additive padding mask or null; cache: this layer's KV cache. */
-  forward(x: Tensor, cos: Tensor, sin: Tensor, mask: Tensor | null, cache: LayerKVCache | null): Tensor {
+  forward(x: Tensor, cos: Tensor, sin: Tensor, mask: Tensor | null, cache: AttentionKVCache | null): Tensor {
     return tidy(() => this.attend(x, cos, sin, mask, cache));
   }
 
-  private attend(x: Tensor, cos: Tensor, sin: Tensor, mask: Tensor | null, cache: LayerKVCache | null): Tensor {
+  private attend(x: Tensor, cos: Tensor, sin: Tensor, mask: Tensor | null, cache: AttentionKVCache | null): Tensor {
     const [B, L] = x.shape;
     const { numHeads: nq, numKvHeads: nkv, headDim: d } = this.o;
     let q = this.q_proj.forward(x).view(B, L, nq, d);

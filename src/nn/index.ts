@@ -3,6 +3,7 @@ export * from "./module.js";
 export * from "./layers.js";
 export * from "./activations.js";
 export * from "./attention.js";
+export * from "./kv_cache.js";
 export * from "./mlp.js";
 export * from "./moe.js";
 export * from "./gated_deltanet.js";

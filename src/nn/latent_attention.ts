@@ -16,7 +16,7 @@
  * here by reordering them evens-then-odds before the usual half rotation, which is what transformers'
  * apply_rotary_pos_emb_interleave outputs.
  */
-import type { LayerKVCache } from "../transformers/cache_utils.js";
+import type { AttentionKVCache } from "./kv_cache.js";
 import { applyRotary, cat, matmul, scaledDotProductAttention } from "../tensor/ops.js";
 import { tidy } from "../tensor/scope.js";
 import type { Tensor } from "../tensor/tensor.js";
@@ -67,11 +67,11 @@ export class MultiHeadLatentAttention extends Module {
   }
 
   /** cos/sin [B, L, dr] rotary tables; mask: additive padding mask [B, 1, 1, past + L] or null. */
-  forward(x: Tensor, cos: Tensor, sin: Tensor, mask: Tensor | null, cache: LayerKVCache | null): Tensor {
+  forward(x: Tensor, cos: Tensor, sin: Tensor, mask: Tensor | null, cache: AttentionKVCache | null): Tensor {
     return tidy(() => this.attend(x, cos, sin, mask, cache));
   }
 
-  private attend(x: Tensor, cos: Tensor, sin: Tensor, mask: Tensor | null, cache: LayerKVCache | null): Tensor {
+  private attend(x: Tensor, cos: Tensor, sin: Tensor, mask: Tensor | null, cache: AttentionKVCache | null): Tensor {
     const [B, L] = x.shape;
     const { numHeads: H, kvLoraRank: r, qkNopeHeadDim: dn, qkRopeHeadDim: dr, vHeadDim: dv } = this.o;
     const q = (this.q_proj ? this.q_proj.forward(x) : this.q_b_proj!.forward(this.q_a_layernorm!.forward(this.q_a_proj!.forward(x)))).view(B, L, H, dn + dr);

@@ -1,14 +1,11 @@
 /**
  * Data types. Names follow PyTorch (torch.float32 -> "float32"); aliases such as "fp32", "f32",
- * "bf16", "half" and "long" are accepted by {@link parseDType}.
+ * "bf16", "half" and "long" are accepted by {@link parseDType}. The names and sizes live in
+ * devices/dtype.ts (kernels need them too) and are re-exported here.
  */
-export type DType = "float32" | "float16" | "bfloat16" | "int32" | "int64" | "bool";
+import { DTYPES, type DType } from "../devices/dtype.js";
 
-export const DTYPES: readonly DType[] = ["float32", "float16", "bfloat16", "int32", "int64", "bool"];
-
-const ITEMSIZE: Record<DType, number> = {
-  float32: 4, float16: 2, bfloat16: 2, int32: 4, int64: 8, bool: 1,
-};
+export { DTYPES, itemsize, type DType } from "../devices/dtype.js";
 
 const ALIASES: Record<string, DType> = {
   float32: "float32", float: "float32", fp32: "float32", f32: "float32",
@@ -18,11 +15,6 @@ const ALIASES: Record<string, DType> = {
   int64: "int64", long: "int64", i64: "int64",
   bool: "bool",
 };
-
-/** Bytes per element. */
-export function itemsize(dtype: DType): number {
-  return ITEMSIZE[dtype];
-}
 
 export function isFloating(dtype: DType): boolean {
   return dtype === "float32" || dtype === "float16" || dtype === "bfloat16";

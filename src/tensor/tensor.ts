@@ -7,6 +7,7 @@
  * Reading values is explicit and async: `await t.data()`, `await t.item()`, `await t.tolist()`.
  */
 import type { Device, Storage } from "../devices/device.js";
+import type { TensorView } from "../devices/view.js";
 import { getDevice } from "../devices/registry.js";
 import type { DType } from "./dtype.js";
 import { itemsize, parseDType } from "./dtype.js";
@@ -17,7 +18,7 @@ import * as ops from "./ops.js";
 export type Scalar = number;
 export type TensorLike = Tensor | Scalar;
 
-export class Tensor {
+export class Tensor implements TensorView {
   readonly storage: Storage;
   readonly dtype: DType;
   readonly shape: readonly number[];

@@ -13,6 +13,7 @@ import { cat, copyInto, empty } from "../tensor/ops.js";
 import { keep } from "../tensor/scope.js";
 import type { Tensor } from "../tensor/tensor.js";
 import type { DType } from "../tensor/dtype.js";
+import type { AttentionKVCache } from "../nn/kv_cache.js";
 import { LinearAttentionState } from "./cache_linear_attention.js";
 
 export type CacheImplementation = "dynamic" | "static";
@@ -26,7 +27,7 @@ const FIRST_HEADROOM = 1024;
  * (transformers' DynamicSlidingWindowLayer / StaticSlidingWindowLayer): its buffer holds at most
  * 2 * window positions, and when it is full the kept ones move to its front.
  */
-export class LayerKVCache {
+export class LayerKVCache implements AttentionKVCache {
   private keys: Tensor | null = null;
   private values: Tensor | null = null;
   /** Buffer positions [start, end) hold the cached keys/values, oldest first. */

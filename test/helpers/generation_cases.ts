@@ -7,7 +7,7 @@ import { copyFileSync, mkdtempSync, readdirSync, symlinkSync, writeFileSync } fr
 import * as os from "node:os";
 import * as path from "node:path";
 import type { FinishReason, GenerationOptions } from "../../src/transformers/index.js";
-import { readJson, ROOT, STORIES, TINY } from "./shared.js";
+import { missing, readJson, ROOT, STORIES, TINY } from "./shared.js";
 
 export interface GenerationCase {
   name: string;
@@ -36,6 +36,8 @@ export function generationCases(): GenerationCase[] {
 /** A copy of the case's checkpoint (weights linked) with its config.json / generation_config.json overrides. */
 export function caseModelDir(c: GenerationCase): string {
   const src = SOURCES[c.model];
+  const absent = missing(src); // callers skip first; this guards a direct use
+  if (absent) throw new Error(absent);
   const dir = mkdtempSync(path.join(os.tmpdir(), "tsorch-gencase-"));
   for (const f of readdirSync(src)) {
     if (f === "expected.json") continue;

@@ -6,17 +6,22 @@ import { createRequire } from "node:module";
 import { fileURLToPath } from "node:url";
 import * as path from "node:path";
 
-/** The addon's exports (typed by ./native.ts). Throws a clear error when it is missing or fails to load. */
+/**
+ * The addon's exports (typed by ./native.ts); the file TSORCH_CPU_ADDON names instead, if set
+ * (`npm run test:sanitize` points it at the sanitizer build). Throws a clear error when it is
+ * missing or fails to load.
+ */
 export function loadCpuAddon(): unknown {
   const require = createRequire(import.meta.url);
   const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../../../..");
-  const file = path.join(root, "build", "Release", "tsorch_cpu.node");
+  const file = process.env.TSORCH_CPU_ADDON || path.join(root, "build", "Release", "tsorch_cpu.node");
   try {
     return require(file);
   } catch (e) {
     throw new Error(
       `the cpu device's native addon is missing or failed to load (${file}): run \`npm install\` ` +
-        `(it builds with node-gyp; needs g++, make and python3). Cause: ${(e as Error).message}`,
+        `(it builds with node-gyp; needs g++, make and python3; after changing the C++, ` +
+        `\`npm install --build-from-source\`). Cause: ${(e as Error).message}`,
     );
   }
 }

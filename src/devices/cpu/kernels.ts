@@ -4,18 +4,18 @@
  * missing build is reported when a cpu op runs, with how to fix it.
  */
 import type { KernelSignatures } from "../kernels.js";
-import type { Tensor } from "../../tensor/tensor.js";
+import { byteOffset, numel, type TensorView } from "../view.js";
 import { BINARY, DTYPE_CODE, REDUCE, UNARY, native } from "./native.js";
 
 /** Bytes of `t` starting at its element [0, …, 0]. */
-function buf(t: Tensor): Uint8Array {
-  return (t.storage.handle as Uint8Array).subarray(t.byteOffset);
+function buf(t: TensorView): Uint8Array {
+  return (t.storage.handle as Uint8Array).subarray(byteOffset(t));
 }
-const code = (t: Tensor) => DTYPE_CODE[t.dtype];
-const strides = (t: Tensor) => t.strides as number[];
-const shape = (t: Tensor) => t.shape as number[];
-const rowsOf = (t: Tensor) => t.numel / t.shape[t.ndim - 1];
-const last = (t: Tensor) => t.shape[t.ndim - 1];
+const code = (t: TensorView) => DTYPE_CODE[t.dtype];
+const strides = (t: TensorView) => t.strides as number[];
+const shape = (t: TensorView) => t.shape as number[];
+const rowsOf = (t: TensorView) => numel(t) / t.shape[t.shape.length - 1];
+const last = (t: TensorView) => t.shape[t.shape.length - 1];
 
 /**
  * gatherLinear on cpu: the cpu device is synchronous, so idx is read here; rows are grouped by
@@ -42,10 +42,10 @@ const gatherLinear: KernelSignatures["gatherLinear"] = (x, w, idx, out) => {
 export function cpuKernels(): Partial<KernelSignatures> {
   return {
     copy: (src, dst) => native().copy(buf(src), code(src), strides(src), buf(dst), code(dst), strides(dst), shape(src)),
-    unary: (op, x, out) => native().unary(UNARY[op], buf(x), buf(out), x.numel),
+    unary: (op, x, out) => native().unary(UNARY[op], buf(x), buf(out), numel(x)),
     binary: (op, a, b, out) => native().binary(BINARY[op], code(a), buf(a), strides(a), buf(b), strides(b), buf(out), shape(out)),
     where: (c, a, b, out) => native().where(buf(c), strides(c), buf(a), strides(a), buf(b), strides(b), code(out), buf(out), shape(out)),
-    reduce: (op, x, out) => native().reduce(REDUCE[op], buf(x), code(x), buf(out), out.numel, last(x)),
+    reduce: (op, x, out) => native().reduce(REDUCE[op], buf(x), code(x), buf(out), numel(out), last(x)),
     cumsum: (x, out) => native().cumsum(buf(x), code(x), buf(out), rowsOf(x), last(x)),
     softmax: (x, out, log) => native().softmax(buf(x), buf(out), rowsOf(x), last(x), log ? 1 : 0),
     linear: (x, w, bias, out) =>
@@ -75,7 +75,7 @@ export function cpuKernels(): Partial<KernelSignatures> {
       const [B, L, H, D] = x.shape;
       native().rotary(buf(x), buf(cos), buf(sin), buf(out), B, L, H, D, cos.shape[2]);
     },
-    embedding: (table, ids, out) => native().embedding(buf(table), code(table), table.shape[0], buf(ids), code(ids), buf(out), ids.numel, table.shape[1]),
+    embedding: (table, ids, out) => native().embedding(buf(table), code(table), table.shape[0], buf(ids), code(ids), buf(out), numel(ids), table.shape[1]),
     sort: (x, values, indices, descending) => native().sort(buf(x), buf(values), buf(indices), rowsOf(x), last(x), descending ? 1 : 0),
     topk: (x, k, values, indices) => native().topk(buf(x), buf(values), buf(indices), rowsOf(x), last(x), k),
   };

@@ -46,6 +46,16 @@ export interface NativeCpu {
    */
   adviseHugePages(buf: Buf): void;
 
+  /**
+   * Point the process's file descriptor 2 at /dev/null (for native libraries that print to stderr
+   * themselves, such as Dawn while it enumerates adapters). Returns a duplicate of the old
+   * descriptor to pass to restoreStderr, or -1 where this is not possible (nothing changed).
+   */
+  muteStderr(): number;
+
+  /** Undo muteStderr: `saved` is its result (-1 is a no-op). */
+  restoreStderr(saved: number): void;
+
   /** Number of threads in the pool. */
   numThreads(): number;
   /** CPU features the addon detected and dispatches on, e.g. "avx512f avx512bf16 fma avx2". */

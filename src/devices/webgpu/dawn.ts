@@ -3,6 +3,7 @@
  * as Deno, is used as it is). Dawn's default backend first, then its OpenGL ES backend in
  * compatibility mode as a fallback.
  */
+import { native } from "../cpu/native.js";
 import { NoAdapterError } from "./device.js";
 
 /** What to do when no adapter is found (also the device's registry description). */
@@ -27,6 +28,27 @@ async function loadDawn(): Promise<typeof import("webgpu")> {
   }
 }
 
+/**
+ * Call `fn` with the process's stderr muted unless TSORCH_DEBUG is set: Dawn prints warnings from
+ * C++ straight to file descriptor 2 while it enumerates adapters (on software adapters such as
+ * lavapipe: "maxDynamicUniformBuffersPerPipelineLayout artificially reduced …"). Muting uses the
+ * cpu device's native addon; without it the warnings pass through.
+ */
+function quietly<T>(fn: () => T): T {
+  if (process.env.TSORCH_DEBUG) return fn();
+  let saved: number;
+  try {
+    saved = native().muteStderr();
+  } catch {
+    return fn();
+  }
+  try {
+    return fn();
+  } finally {
+    native().restoreStderr(saved);
+  }
+}
+
 /** An adapter from the runtime's own navigator.gpu, else from Dawn. Throws NoAdapterError with INSTALL_HINT. */
 export async function dawnAdapter(): Promise<GPUAdapter> {
   // A runtime with WebGPU built in (Deno) needs no Dawn.
@@ -36,13 +58,13 @@ export async function dawnAdapter(): Promise<GPUAdapter> {
   const dawn = await loadDawn();
   const gpu = dawn.create([]);
   gpus.push(gpu);
-  const adapter = await gpu.requestAdapter({ powerPreference: "high-performance" });
+  const adapter = await quietly(() => gpu.requestAdapter({ powerPreference: "high-performance" }));
   if (adapter) return adapter;
   // Fallback: Dawn's OpenGL ES backend, headless through EGL (Mesa's llvmpipe works here too).
   process.env.EGL_PLATFORM ??= "surfaceless";
   const gl = dawn.create(["backend=opengles"]);
   gpus.push(gl);
-  const fallback = await gl.requestAdapter({ featureLevel: "compatibility" });
+  const fallback = await quietly(() => gl.requestAdapter({ featureLevel: "compatibility" }));
   if (fallback) return fallback;
   throw new NoAdapterError(`webgpu: no GPU adapter found (Dawn tried its default backend and OpenGL ES). ${INSTALL_HINT}`);
 }

@@ -3,7 +3,13 @@
 // input throws a JS TypeError / RangeError instead of reaching a kernel, then runs the kernel
 // (ops.h) synchronously on the thread pool.
 #include <cmath>
+#include <cstdio>
 #include <string>
+
+#if !defined(_WIN32)
+#include <fcntl.h>
+#include <unistd.h>
+#endif
 
 #include "cpu.h"
 #include "dtype.h"
@@ -50,6 +56,44 @@ napi_value AdviseHugePages(napi_env env, napi_callback_info info) {
   const Buffer buf = args.buffer(0, "buf");
   if (args.failed()) return nullptr;
   advise_huge_pages(buf.data, buf.bytes);
+  return undefined(env);
+}
+
+// muteStderr(): point fd 2 at /dev/null; returns a duplicate of the old fd 2 for restoreStderr,
+// or -1 where that is not possible (then nothing changed).
+napi_value MuteStderr(napi_env env, napi_callback_info info) {
+  Args args(env, info, "muteStderr", 0);
+  if (args.failed()) return nullptr;
+  int saved = -1;
+#if !defined(_WIN32)
+  std::fflush(stderr);
+  const int null_fd = open("/dev/null", O_WRONLY | O_CLOEXEC);
+  if (null_fd >= 0) {
+    saved = fcntl(2, F_DUPFD_CLOEXEC, 3);
+    if (saved >= 0 && dup2(null_fd, 2) < 0) {
+      close(saved);
+      saved = -1;
+    }
+    close(null_fd);
+  }
+#endif
+  napi_value v;
+  napi_create_int32(env, saved, &v);
+  return v;
+}
+
+// restoreStderr(saved): undo muteStderr (saved = its result; -1 is a no-op).
+napi_value RestoreStderr(napi_env env, napi_callback_info info) {
+  Args args(env, info, "restoreStderr", 1);
+  const int64_t saved = args.integer(0, "saved", -1);
+  if (args.failed()) return nullptr;
+#if !defined(_WIN32)
+  if (saved >= 0) {
+    std::fflush(stderr);
+    dup2(static_cast<int>(saved), 2);
+    close(static_cast<int>(saved));
+  }
+#endif
   return undefined(env);
 }
 
@@ -499,6 +543,8 @@ NAPI_MODULE_INIT() {
       {"numThreads", nullptr, NumThreads, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
       {"cpuFeatures", nullptr, CpuFeatures, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
       {"adviseHugePages", nullptr, AdviseHugePages, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
+      {"muteStderr", nullptr, MuteStderr, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
+      {"restoreStderr", nullptr, RestoreStderr, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
       {"copy", nullptr, Copy, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
       {"unary", nullptr, Unary, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
       {"binary", nullptr, Binary, nullptr, nullptr, nullptr, napi_enumerable, nullptr},

@@ -8,7 +8,7 @@
  * (float32, or a float16 / bfloat16 KV cache).
  */
 import type { KernelSignatures, SdpaParams } from "../../kernels.js";
-import type { Tensor } from "../../../tensor/tensor.js";
+import type { TensorView } from "../../view.js";
 import { fbits } from "../dispatch.js";
 import { bufferOf, deviceOf } from "./common.js";
 import { binding, LIBRARY, loader } from "./wgsl.js";
@@ -17,7 +17,7 @@ const WG = 64;
 /** Largest head size (D and Dv) the kernel holds in workgroup memory / registers. */
 const MAX_HEAD = 512;
 
-function sdpa(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | null, out: Tensor, p: SdpaParams): void {
+function sdpa(q: TensorView, k: TensorView, v: TensorView, mask: TensorView | null, out: TensorView, p: SdpaParams): void {
   const dev = deviceOf(out);
   const [B, Hq, Lq, D] = q.shape, [, Hkv, Lk] = k.shape, Dv = v.shape[3];
   if (D > MAX_HEAD || Dv > MAX_HEAD) throw new RangeError(`webgpu: attention head size ${Math.max(D, Dv)} exceeds ${MAX_HEAD}`);

@@ -4,17 +4,17 @@
  * strides, as the cpu addon's for_each_strided). Views at any element offset are handled by
  * passing offsets as parameters and binding whole buffers.
  */
-import type { Tensor } from "../../../tensor/tensor.js";
+import type { TensorView } from "../../view.js";
 import type { WebGPUDevice } from "../device.js";
 
 /** Dimensions a strided kernel handles after merging (more throws). */
 export const MAX_DIMS = 8;
 
-export function deviceOf(t: Tensor): WebGPUDevice {
-  return t.device as WebGPUDevice;
+export function deviceOf(t: TensorView): WebGPUDevice {
+  return t.storage.device as WebGPUDevice;
 }
 
-export function bufferOf(t: Tensor): GPUBuffer {
+export function bufferOf(t: TensorView): GPUBuffer {
   return t.storage.handle as GPUBuffer;
 }
 
@@ -49,7 +49,7 @@ export function mergeDims(shape: readonly number[], strides: readonly (readonly 
  * Parameters of a strided walk over `operands` (all of `shape`): [n, ndim, shape x8, then per
  * operand: offset, strides x8]. Pair with {@link stridedOffsets}.
  */
-export function stridedParams(shape: readonly number[], operands: readonly Tensor[]): number[] {
+export function stridedParams(shape: readonly number[], operands: readonly TensorView[]): number[] {
   const m = mergeDims(shape, operands.map((t) => t.strides));
   const pad = (xs: number[]) => [...xs, ...new Array<number>(MAX_DIMS - xs.length).fill(0)];
   const n = shape.reduce((a, b) => a * b, 1);

@@ -5,8 +5,7 @@
  * destinations at any element offset are safe.
  */
 import type { BinaryOp, KernelSignatures, UnaryOp } from "../../kernels.js";
-import { itemsize } from "../../../tensor/dtype.js";
-import { Tensor } from "../../../tensor/tensor.js";
+import { allocateView, numel, type TensorView } from "../../view.js";
 import { grid } from "../dispatch.js";
 import { bufferOf, deviceOf, stridedOffsets, stridedParams } from "./common.js";
 import { binding, CLS, cvt, entry, LIBRARY, loader, storer, subWord, type Cls } from "./wgsl.js";
@@ -17,7 +16,7 @@ const WG = 256;
  * Run `out[i] = expr(ld_in0(o0), …)` over out's shape: inputs and out are strided views of that
  * shape; `expr` receives WGSL for each input's value (in its dtype's value class).
  */
-function strided(key: string, inputs: readonly Tensor[], out: Tensor, expr: (xs: string[]) => string): void {
+function strided(key: string, inputs: readonly TensorView[], out: TensorView, expr: (xs: string[]) => string): void {
   const dev = deviceOf(out);
   const names = inputs.map((_, k) => `in${k}`);
   const access = inputs.map(() => "read" as const);
@@ -32,13 +31,13 @@ ${entry(WG)} {
   st_out(o${inputs.length}, ${expr(names.map((n, k) => `ld_${n}(o${k})`))});
 }`;
   });
-  dev.dispatcher.dispatch(prog, [...inputs.map(bufferOf), bufferOf(out)], stridedParams(out.shape, [...inputs, out]), grid(out.numel, WG));
+  dev.dispatcher.dispatch(prog, [...inputs.map(bufferOf), bufferOf(out)], stridedParams(out.shape, [...inputs, out]), grid(numel(out), WG));
 }
 
-function copy(src: Tensor, dst: Tensor): void {
+function copy(src: TensorView, dst: TensorView): void {
   if (src.storage.handle === dst.storage.handle) {
     // A buffer cannot be bound for reading and writing in one dispatch: go through a temporary.
-    const tmp = new Tensor(dst.device.allocate(src.numel * itemsize(src.dtype)), src.dtype, src.shape);
+    const tmp = allocateView(dst.storage.device, src.dtype, src.shape);
     copy(src, tmp);
     src = tmp;
   }
@@ -67,7 +66,7 @@ const UNARY: Record<UnaryOp, (x: string) => string> = {
   erf: (x) => `erf_f(${x})`,
 };
 
-function unary(op: UnaryOp, x: Tensor, out: Tensor): void {
+function unary(op: UnaryOp, x: TensorView, out: TensorView): void {
   const dev = deviceOf(out);
   const prog = dev.dispatcher.program(`unary:${op}`, ["read", "write"], () => `${LIBRARY}
 @group(0) @binding(1) var<storage, read> X: array<f32>;
@@ -78,7 +77,7 @@ ${entry(WG)} {
   let x = X[pu(1u) + i];
   Y[i] = ${UNARY[op]("x")};
 }`);
-  dev.dispatcher.dispatch(prog, [bufferOf(x), bufferOf(out)], [x.numel, x.offset], grid(x.numel, WG));
+  dev.dispatcher.dispatch(prog, [bufferOf(x), bufferOf(out)], [numel(x), x.offset], grid(numel(x), WG));
 }
 
 const COMPARE: Partial<Record<BinaryOp, string>> = { eq: "==", ne: "!=", lt: "<", le: "<=", gt: ">", ge: ">=" };
@@ -117,13 +116,13 @@ function binaryExpr(op: BinaryOp, c: Cls, a: string, b: string): string {
   return i[op];
 }
 
-function binary(op: BinaryOp, a: Tensor, b: Tensor, out: Tensor): void {
+function binary(op: BinaryOp, a: TensorView, b: TensorView, out: TensorView): void {
   const c = CLS[a.dtype];
   if (op === "pow" && c !== "f") throw new TypeError(`pow: integer tensors (${a.dtype}) are not supported; cast to float32`);
   strided(`binary:${op}`, [a, b], out, ([x, y]) => binaryExpr(op, c, x, y));
 }
 
-function where(cond: Tensor, a: Tensor, b: Tensor, out: Tensor): void {
+function where(cond: TensorView, a: TensorView, b: TensorView, out: TensorView): void {
   strided("where", [cond, a, b], out, ([c, x, y]) => `select(${y}, ${x}, ${c} != 0u)`);
 }
 

@@ -7,14 +7,14 @@
  * kernel and transformers' torch_recurrent_gated_delta_rule.
  */
 import type { KernelSignatures } from "../../kernels.js";
-import type { Tensor } from "../../../tensor/tensor.js";
+import type { TensorView } from "../../view.js";
 import { grid } from "../dispatch.js";
 import { bufferOf, deviceOf } from "./common.js";
 import { entry, LIBRARY } from "./wgsl.js";
 
 const WG = 64;
 
-function gatedDeltaRule(q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor, state: Tensor | null, out: Tensor, stateOut: Tensor): void {
+function gatedDeltaRule(q: TensorView, k: TensorView, v: TensorView, g: TensorView, beta: TensorView, state: TensorView | null, out: TensorView, stateOut: TensorView): void {
   const dev = deviceOf(out);
   const [B, L, H, Dk] = q.shape, Dv = v.shape[3];
   const threads = B * H * Dv;
@@ -67,7 +67,7 @@ ${entry(WG)} {
     grid(threads, WG));
 }
 
-function causalConv1d(x: Tensor, w: Tensor, state: Tensor | null, out: Tensor, stateOut: Tensor): void {
+function causalConv1d(x: TensorView, w: TensorView, state: TensorView | null, out: TensorView, stateOut: TensorView): void {
   const dev = deviceOf(out);
   const [B, L, C] = x.shape, K = w.shape[1];
   const threads = B * (L + K - 1) * C; // the outputs, then the new state's elements

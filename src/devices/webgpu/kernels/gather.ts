@@ -5,7 +5,7 @@
  * of any tensor (a sync point) throws the RangeError.
  */
 import type { KernelSignatures } from "../../kernels.js";
-import type { Tensor } from "../../../tensor/tensor.js";
+import { numel, type TensorView } from "../../view.js";
 import { STATUS_EMBEDDING } from "../device.js";
 import { grid } from "../dispatch.js";
 import { bufferOf, deviceOf } from "./common.js";
@@ -13,7 +13,7 @@ import { binding, entry, LIBRARY, loader } from "./wgsl.js";
 
 const WG = 256;
 
-function embedding(table: Tensor, ids: Tensor, out: Tensor): void {
+function embedding(table: TensorView, ids: TensorView, out: TensorView): void {
   const dev = deviceOf(out);
   const [V, dim] = table.shape;
   const wide = ids.dtype === "int64";
@@ -43,7 +43,7 @@ ${entry(WG)} {
   Y[pu(5u) + i] = ld_t(pu(3u) + lo * dim + i % dim);
 }`);
   dev.dispatcher.dispatch(prog, [bufferOf(table), bufferOf(ids), bufferOf(out), dev.status],
-    [out.numel, dim, V, table.offset, ids.offset, out.offset], grid(out.numel, WG));
+    [numel(out), dim, V, table.offset, ids.offset, out.offset], grid(numel(out), WG));
 }
 
 export const gatherKernels: Pick<KernelSignatures, "embedding"> = { embedding };

@@ -8,8 +8,8 @@
  * written; a tile with no row of that expert exits at once), so routing never leaves the GPU.
  */
 import type { KernelSignatures } from "../../kernels.js";
-import type { DType } from "../../../tensor/dtype.js";
-import type { Tensor } from "../../../tensor/tensor.js";
+import type { DType } from "../../dtype.js";
+import type { TensorView } from "../../view.js";
 import { STATUS_GATHER_LINEAR } from "../device.js";
 import { bufferOf, deviceOf } from "./common.js";
 import { binding, LIBRARY, loader } from "./wgsl.js";
@@ -18,14 +18,14 @@ const T = 64;
 const TK = 16;
 
 interface Operand {
-  tensor: Tensor;
+  tensor: TensorView;
   /** Strides in elements for (batch, row, col) of the logical matrix. */
   strides: [number, number, number];
 }
 
 /** Rows of one expert: only rows m with idx[m] == expert are written (gatherLinear). */
 interface Route {
-  idx: Tensor;
+  idx: TensorView;
   expert: number;
   experts: number;
 }
@@ -53,7 +53,7 @@ fn expert_of(m: u32) -> u32 {
  * out[b, m, n] = sum_k A[b, m, k] * B[b, k, n] (+ bias[n]). A is float32; B and bias any float
  * dtype; out contiguous [batch, M, N] float32. `kFastB`: B's k stride is 1 (load its tiles along k).
  */
-function gemm(a: Operand, b: Operand, bias: Tensor | null, out: Tensor, batch: number, M: number, N: number, K: number, route: Route | null = null): void {
+function gemm(a: Operand, b: Operand, bias: TensorView | null, out: TensorView, batch: number, M: number, N: number, K: number, route: Route | null = null): void {
   const dev = deviceOf(out);
   if (batch > 65535) throw new RangeError(`webgpu: matmul batch ${batch} exceeds 65535`);
   const bd: DType = b.tensor.dtype;
@@ -133,7 +133,7 @@ const GEMV_ROWS = 8;
  * are read a word or more at a time where alignment allows: float32 as vec4 (K and offsets
  * divisible by 4), float16/bfloat16 as pairs (K and offset even).
  */
-function gemv(x: Tensor, w: Tensor, bias: Tensor | null, out: Tensor, M: number, N: number, K: number): void {
+function gemv(x: TensorView, w: TensorView, bias: TensorView | null, out: TensorView, M: number, N: number, K: number): void {
   const dev = deviceOf(out);
   const half = w.dtype !== "float32";
   const mode = !half && K % 4 === 0 && w.offset % 4 === 0 && x.offset % 4 === 0 ? "v4" : half && K % 2 === 0 && w.offset % 2 === 0 ? "pair" : "scalar";
@@ -184,18 +184,18 @@ ${binding(3, "bias", "read")}${loader("bias", bias?.dtype ?? "float32")}
     [M, N, K, x.offset, w.offset, bias?.offset ?? 0, out.offset], [Math.ceil(N / 64), 1, 1]);
 }
 
-function linear(x: Tensor, w: Tensor, bias: Tensor | null, out: Tensor): void {
+function linear(x: TensorView, w: TensorView, bias: TensorView | null, out: TensorView): void {
   const [M, K] = x.shape, N = w.shape[0];
   if (M <= GEMV_ROWS && N <= 65535 * 64) return gemv(x, w, bias, out, M, N, K);
   gemm({ tensor: x, strides: [0, K, 1] }, { tensor: w, strides: [0, 1, K] }, bias, out, 1, M, N, K);
 }
 
-function gatherLinear(x: Tensor, w: Tensor[], idx: Tensor, out: Tensor): void {
+function gatherLinear(x: TensorView, w: TensorView[], idx: TensorView, out: TensorView): void {
   const [M, K] = x.shape, N = w[0].shape[0];
   w.forEach((we, expert) => gemm({ tensor: x, strides: [0, K, 1] }, { tensor: we, strides: [0, 1, K] }, null, out, 1, M, N, K, { idx, expert, experts: w.length }));
 }
 
-function matmul(a: Tensor, b: Tensor, out: Tensor): void {
+function matmul(a: TensorView, b: TensorView, out: TensorView): void {
   const [batch, M, K] = a.shape, N = b.shape[2];
   gemm({ tensor: a, strides: a.strides as [number, number, number] }, { tensor: b, strides: b.strides as [number, number, number] }, null, out, batch, M, N, K);
 }

@@ -4,14 +4,14 @@
  * 127. Blocks and scales are int32 tensors whose words hold the packed bytes (devices/kernels.ts).
  */
 import type { KernelSignatures } from "../../kernels.js";
-import type { Tensor } from "../../../tensor/tensor.js";
+import type { TensorView } from "../../view.js";
 import { grid } from "../dispatch.js";
 import { bufferOf, deviceOf } from "./common.js";
 import { binding, entry, LIBRARY } from "./wgsl.js";
 
 const WG = 256;
 
-function dequantMxfp4(blocks: Tensor, scales: Tensor, out: Tensor): void {
+function dequantMxfp4(blocks: TensorView, scales: TensorView, out: TensorView): void {
   const dev = deviceOf(out);
   const [rows, nb] = blocks.shape, S = scales.shape[1];
   const bytes = rows * nb * 16;

@@ -3,7 +3,7 @@
  * any float dtype read as stored), rotary (one thread per element, rotate_half convention).
  */
 import type { KernelSignatures } from "../../kernels.js";
-import type { Tensor } from "../../../tensor/tensor.js";
+import { numel, type TensorView } from "../../view.js";
 import { fbits, grid } from "../dispatch.js";
 import { bufferOf, deviceOf } from "./common.js";
 import { binding, entry, LIBRARY, loader } from "./wgsl.js";
@@ -27,13 +27,13 @@ fn row_sum(v: f32, lid: u32) -> f32 {
 `;
 
 /** A dummy binding for an absent optional tensor (any small buffer; never read). */
-function orDummy(t: Tensor | null, other: Tensor): GPUBuffer {
+function orDummy(t: TensorView | null, other: TensorView): GPUBuffer {
   return bufferOf(t ?? other);
 }
 
-function rmsNorm(x: Tensor, w: Tensor, out: Tensor, eps: number, offset: number): void {
+function rmsNorm(x: TensorView, w: TensorView, out: TensorView, eps: number, offset: number): void {
   const dev = deviceOf(out);
-  const n = x.shape[x.ndim - 1], rows = x.numel / n;
+  const n = x.shape[x.shape.length - 1], rows = numel(x) / n;
   const prog = dev.dispatcher.program(`rmsnorm:${w.dtype}`, ["read", "read", "write"], () => `${LIBRARY}${ROW_SUM}
 @group(0) @binding(1) var<storage, read> X: array<f32>;
 ${binding(2, "w", "read")}${loader("w", w.dtype)}
@@ -52,9 +52,9 @@ ${entry(WG)} {
   dev.dispatcher.dispatch(prog, [bufferOf(x), bufferOf(w), bufferOf(out)], [rows, n, x.offset, w.offset, out.offset, fbits(eps), fbits(offset)], grid(rows, 1));
 }
 
-function layerNorm(x: Tensor, w: Tensor | null, b: Tensor | null, out: Tensor, eps: number): void {
+function layerNorm(x: TensorView, w: TensorView | null, b: TensorView | null, out: TensorView, eps: number): void {
   const dev = deviceOf(out);
-  const n = x.shape[x.ndim - 1], rows = x.numel / n;
+  const n = x.shape[x.shape.length - 1], rows = numel(x) / n;
   const wd = w?.dtype ?? "float32", bd = b?.dtype ?? "float32";
   const prog = dev.dispatcher.program(`layernorm:${w ? wd : "-"}:${b ? bd : "-"}`, ["read", "read", "read", "write"], () => `${LIBRARY}${ROW_SUM}
 @group(0) @binding(1) var<storage, read> X: array<f32>;
@@ -83,7 +83,7 @@ ${entry(WG)} {
     [rows, n, x.offset, w?.offset ?? 0, b?.offset ?? 0, out.offset, fbits(eps)], grid(rows, 1));
 }
 
-function rotary(x: Tensor, cos: Tensor, sin: Tensor, out: Tensor): void {
+function rotary(x: TensorView, cos: TensorView, sin: TensorView, out: TensorView): void {
   const dev = deviceOf(out);
   const [, , H, D] = x.shape;
   const R = cos.shape[2];
@@ -108,7 +108,7 @@ ${entry(256)} {
   else { Y[pu(7u) + i] = X[xi] * cs + X[xi - half] * sn; }
 }`);
   dev.dispatcher.dispatch(prog, [bufferOf(x), bufferOf(cos), bufferOf(sin), bufferOf(out)],
-    [x.numel, D, R, H, x.offset, cos.offset, sin.offset, out.offset], grid(x.numel, 256));
+    [numel(x), D, R, H, x.offset, cos.offset, sin.offset, out.offset], grid(numel(x), 256));
 }
 
 export const normKernels: Pick<KernelSignatures, "rmsNorm" | "layerNorm" | "rotary"> = { rmsNorm, layerNorm, rotary };

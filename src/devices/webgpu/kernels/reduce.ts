@@ -8,7 +8,7 @@
  * extremum; integer sums and products wrap in int64.
  */
 import type { KernelSignatures, ReduceOp } from "../../kernels.js";
-import type { Tensor } from "../../../tensor/tensor.js";
+import { numel, type TensorView } from "../../view.js";
 import { grid } from "../dispatch.js";
 import { bufferOf, deviceOf } from "./common.js";
 import { binding, CLS, entry, LIBRARY, loader, storer, WGSL_TYPE, type Cls } from "./wgsl.js";
@@ -141,14 +141,14 @@ function combine(op: ReduceOp, c: Cls): Combine {
   }
 }
 
-function rowsOf(x: Tensor): number {
-  return x.numel / x.shape[x.ndim - 1];
+function rowsOf(x: TensorView): number {
+  return numel(x) / x.shape[x.shape.length - 1];
 }
 
-function reduce(op: ReduceOp, x: Tensor, out: Tensor): void {
+function reduce(op: ReduceOp, x: TensorView, out: TensorView): void {
   const dev = deviceOf(out);
   const c = CLS[x.dtype];
-  const rows = out.numel, n = x.shape[x.ndim - 1];
+  const rows = numel(out), n = x.shape[x.shape.length - 1];
   const prog = dev.dispatcher.program(`reduce:${op}:${x.dtype}>${out.dtype}`, ["read", "write"], () => {
     const k = combine(op, c);
     return `${LIBRARY}${k.lib ?? ""}
@@ -176,9 +176,9 @@ ${entry(WG)} {
   dev.dispatcher.dispatch(prog, [bufferOf(x), bufferOf(out)], [rows, n, x.offset, out.offset], grid(rows, 1));
 }
 
-function cumsum(x: Tensor, out: Tensor): void {
+function cumsum(x: TensorView, out: TensorView): void {
   const dev = deviceOf(out);
-  const rows = rowsOf(x), n = x.shape[x.ndim - 1];
+  const rows = rowsOf(x), n = x.shape[x.shape.length - 1];
   const f = x.dtype === "float32";
   const [acc, zero, add, val, lift] = f
     ? ["vec2<f32>", "vec2<f32>(0.0)", "kadd", "kval", (e: string) => `vec2<f32>(${e}, 0.0)`]
@@ -213,9 +213,9 @@ ${entry(WG)} {
   dev.dispatcher.dispatch(prog, [bufferOf(x), bufferOf(out)], [rows, n, x.offset, out.offset], grid(rows, 1));
 }
 
-function softmax(x: Tensor, out: Tensor, log: boolean): void {
+function softmax(x: TensorView, out: TensorView, log: boolean): void {
   const dev = deviceOf(out);
-  const rows = rowsOf(x), n = x.shape[x.ndim - 1];
+  const rows = rowsOf(x), n = x.shape[x.shape.length - 1];
   const prog = dev.dispatcher.program(`softmax:${log}`, ["read", "write"], () => `${LIBRARY}
 @group(0) @binding(1) var<storage, read> X: array<f32>;
 @group(0) @binding(2) var<storage, read_write> Y: array<f32>;

@@ -5,7 +5,7 @@
  * breaks ties by lower index. Values are float32, indices int64.
  */
 import type { KernelSignatures } from "../../kernels.js";
-import type { Tensor } from "../../../tensor/tensor.js";
+import { numel, type TensorView } from "../../view.js";
 import type { WebGPUDevice } from "../device.js";
 import { grid } from "../dispatch.js";
 import { bufferOf, deviceOf } from "./common.js";
@@ -27,8 +27,8 @@ fn before(ka: f32, ia: u32, kb: f32, ib: u32, n: u32) -> bool {
 }
 
 /** Sort every row of x into scratch keys/indices [rows, P] (P = next power of two >= n). */
-function bitonic(dev: WebGPUDevice, x: Tensor, descending: boolean): { keys: GPUBuffer; idx: GPUBuffer; P: number; release: () => void } {
-  const n = x.shape[x.ndim - 1], rows = x.numel / n;
+function bitonic(dev: WebGPUDevice, x: TensorView, descending: boolean): { keys: GPUBuffer; idx: GPUBuffer; P: number; release: () => void } {
+  const n = x.shape[x.shape.length - 1], rows = numel(x) / n;
   const P = 2 ** Math.ceil(Math.log2(Math.max(n, 2)));
   const keys = dev.allocate(rows * P * 4), idx = dev.allocate(rows * P * 4);
   const kb = keys.handle as GPUBuffer, ib = idx.handle as GPUBuffer;
@@ -72,7 +72,7 @@ ${entry(WG)} {
 }
 
 /** Write the first `k` sorted entries of every row to values (float32) and indices (int64). */
-function emit(dev: WebGPUDevice, s: { keys: GPUBuffer; idx: GPUBuffer; P: number }, rows: number, k: number, values: Tensor, indices: Tensor): void {
+function emit(dev: WebGPUDevice, s: { keys: GPUBuffer; idx: GPUBuffer; P: number }, rows: number, k: number, values: TensorView, indices: TensorView): void {
   const prog = dev.dispatcher.program("sort:emit", ["read", "read", "write", "write"], () => `${LIBRARY}
 @group(0) @binding(1) var<storage, read> KEY: array<f32>;
 @group(0) @binding(2) var<storage, read> IDX: array<u32>;
@@ -91,17 +91,17 @@ ${entry(WG)} {
   dev.dispatcher.dispatch(prog, [s.keys, s.idx, bufferOf(values), bufferOf(indices)], [rows, k, s.P, values.offset, indices.offset], grid(rows * k, WG));
 }
 
-function sort(x: Tensor, values: Tensor, indices: Tensor, descending: boolean): void {
+function sort(x: TensorView, values: TensorView, indices: TensorView, descending: boolean): void {
   const dev = deviceOf(x);
-  const n = x.shape[x.ndim - 1], rows = x.numel / n;
+  const n = x.shape[x.shape.length - 1], rows = numel(x) / n;
   const s = bitonic(dev, x, descending);
   emit(dev, s, rows, n, values, indices);
   s.release();
 }
 
-function topk(x: Tensor, k: number, values: Tensor, indices: Tensor): void {
+function topk(x: TensorView, k: number, values: TensorView, indices: TensorView): void {
   const dev = deviceOf(x);
-  const n = x.shape[x.ndim - 1], rows = x.numel / n;
+  const n = x.shape[x.shape.length - 1], rows = numel(x) / n;
   const s = bitonic(dev, x, true);
   emit(dev, s, rows, k, values, indices);
   s.release();

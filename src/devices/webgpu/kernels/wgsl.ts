@@ -13,7 +13,7 @@
  * where WGSL leaves NaN/inf behaviour undefined: exp, log, sin, cos, tanh, erf are Cephes-style
  * (about 1 ulp) and NaN tests use the bits (`x != x` may be folded to false).
  */
-import type { DType } from "../../../tensor/dtype.js";
+import type { DType } from "../../dtype.js";
 
 /** The value class a dtype computes in (see the file comment). */
 export type Cls = "f" | "i" | "l" | "b";
