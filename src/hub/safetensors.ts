@@ -3,28 +3,36 @@
  * header length N, N bytes of JSON header { name: { dtype, shape, data_offsets: [begin, end] },
  * "__metadata__"?: {…} }, then the data section; offsets are relative to the data section.
  * Checkpoints are one `model.safetensors` or shards listed by `model.safetensors.index.json`.
+ *
+ * Files are memory-mapped by the cpu device's native addon: every tensor is a view of the mapping
+ * (its own ArrayBuffer, so neither files nor shards over 4 GiB meet Node's typed-array limit),
+ * nothing is read until used, and the mapping lives until the last view is collected. Where the
+ * addon cannot map (not built, e.g. a webgpu-only install; a runtime without external buffers),
+ * each tensor is read from the file into its own buffer when its bytes are asked for.
  */
 import { closeSync, existsSync, fstatSync, openSync, readSync } from "node:fs";
 import { constants as bufferConstants } from "node:buffer";
 import { join } from "node:path";
 import { allocateHost } from "../devices/cpu/host_memory.js";
+import { native } from "../devices/cpu/native.js";
 import { itemsize, type DType } from "../tensor/dtype.js";
 import { readJsonObject } from "./config.js";
 import { CheckpointError } from "./errors.js";
+import { headerLength, parseHeader, type HeaderEntry } from "./safetensors_header.js";
 
 /** One tensor of a checkpoint, not yet on a device. */
 export interface RawTensor {
   /** The state_dict name, e.g. "model.layers.0.self_attn.q_proj.weight". */
-  name: string;
-  dtype: DType;
-  shape: number[];
+  readonly name: string;
+  readonly dtype: DType;
+  readonly shape: number[];
   /**
-   * The tensor's bytes, row-major, little-endian: a view into one buffer that holds the whole file,
-   * so `bytes.byteOffset` is the data's offset in the file (no per-tensor copy). The offset is
-   * aligned to the element size when the writer padded the header to 8 bytes, as the Python
-   * safetensors library does, but the format does not promise it.
+   * The tensor's bytes, row-major, little-endian, aligned to the element size: a view of the
+   * memory-mapped file (no copy; an unaligned tensor, valid per the format, is copied into aligned
+   * memory), or, where mapping is impossible, a fresh buffer read from the file at each access.
+   * Do not modify them.
    */
-  bytes: Uint8Array;
+  readonly bytes: Uint8Array;
 }
 
 /** Name of the single-file checkpoint in a model folder. */
@@ -32,63 +40,102 @@ export const SAFETENSORS_FILE = "model.safetensors";
 /** Name of the index of a sharded checkpoint in a model folder. */
 export const SAFETENSORS_INDEX_FILE = "model.safetensors.index.json";
 
-const DTYPES: Record<string, DType> = {
-  F32: "float32", F16: "float16", BF16: "bfloat16", I32: "int32", I64: "int64", BOOL: "bool",
-};
+/** How readSafetensors gets the bytes. */
+export interface ReadOptions {
+  /** Memory-map the file (default true); false reads each tensor on access, as done where mapping is impossible. */
+  map?: boolean;
+}
 
 /**
- * Read a .safetensors file into a Map from tensor name to RawTensor, in header order (the
- * `__metadata__` entry is skipped). The file is read once into one fresh buffer the tensors view.
- * Throws CheckpointError, naming the file, when it is too short, the header length exceeds the file,
- * the header is not JSON, a dtype is not one of F32/F16/BF16/I32/I64/BOOL, a shape or data_offsets
- * entry is invalid or disagrees with shape × dtype size, or the data section is truncated.
+ * The tensors of a .safetensors file, by name in header order (`__metadata__` is skipped). Only
+ * the header is read here; the header is validated as the safetensors library does (see
+ * safetensors_header.ts). Throws CheckpointError naming the file and the rule broken: cannot
+ * open, too short, header length beyond the file or over 100 MB, header not UTF-8 / JSON / an
+ * object, unknown dtype, invalid shape or data_offsets, byte length ≠ prod(shape) × dtype size,
+ * offsets that overlap, leave holes or run past the file, bytes after the last tensor, a dtype
+ * tsorch does not load (supported: F32, F16, BF16, I32, I64, BOOL), or a tensor larger than
+ * Node's largest typed array.
  */
-export function readSafetensors(file: string): Map<string, RawTensor> {
-  const buf = readWholeFile(file);
-  const fail = (msg: string) => new CheckpointError(`${file}: ${msg}`);
-  if (buf.length < 8) throw fail(`file is ${buf.length} bytes, shorter than the 8-byte header length`);
-  const headerLength = buf.readBigUInt64LE(0);
-  if (headerLength > BigInt(buf.length - 8)) {
-    throw fail(`header length ${headerLength} goes beyond the end of the file (${buf.length} bytes)`);
-  }
-  const dataStart = 8 + Number(headerLength);
-  const dataLength = buf.length - dataStart;
-  let header: unknown;
-  try {
-    header = JSON.parse(buf.toString("utf8", 8, dataStart));
-  } catch (e) {
-    throw fail(`header is not valid JSON (${(e as Error).message})`);
-  }
-  if (typeof header !== "object" || header === null || Array.isArray(header)) throw fail("header is not a JSON object");
-
+export function readSafetensors(file: string, opts: ReadOptions = {}): Map<string, RawTensor> {
+  const entries = readHeader(file);
+  const big = entries.find((t) => t.nbytes > bufferConstants.MAX_LENGTH);
+  if (big) throw new CheckpointError(`${file}: tensor "${big.name}" is ${big.nbytes} bytes, more than Node's largest typed array (${bufferConstants.MAX_LENGTH} bytes)`);
+  const mapped = opts.map === false ? undefined : mapTensors(file, entries);
   const tensors = new Map<string, RawTensor>();
-  for (const [name, entry] of Object.entries(header as Record<string, unknown>)) {
-    if (name === "__metadata__") continue;
-    const { dtype, shape, data_offsets: offsets } = (entry ?? {}) as Record<string, unknown>;
-    const dt = typeof dtype === "string" ? DTYPES[dtype] : undefined;
-    if (!dt) {
-      throw fail(`tensor "${name}" has unsupported dtype ${JSON.stringify(dtype)} (supported: ${Object.keys(DTYPES).join(", ")})`);
-    }
-    if (!Array.isArray(shape) || !shape.every((d) => Number.isSafeInteger(d) && d >= 0)) {
-      throw fail(`tensor "${name}" has an invalid shape ${JSON.stringify(shape)}`);
-    }
-    if (!Array.isArray(offsets) || offsets.length !== 2 || !offsets.every((o) => Number.isSafeInteger(o) && o >= 0) ||
-        offsets[0] > offsets[1]) {
-      throw fail(`tensor "${name}" has invalid data_offsets ${JSON.stringify(offsets)}`);
-    }
-    const [begin, end] = offsets as [number, number];
-    const nbytes = (shape as number[]).reduce((a, b) => a * b, 1) * itemsize(dt);
-    if (end - begin !== nbytes) {
-      throw fail(`tensor "${name}": data_offsets [${begin}, ${end}] hold ${end - begin} bytes but shape ` +
-        `[${shape.join(", ")}] of ${dtype} needs ${nbytes}`);
-    }
-    if (end > dataLength) {
-      throw fail(`truncated data: tensor "${name}" ends at byte ${end} of the data section but only ` +
-        `${dataLength} bytes follow the header`);
-    }
-    tensors.set(name, { name, dtype: dt, shape, bytes: new Uint8Array(buf.buffer, buf.byteOffset + dataStart + begin, nbytes) });
-  }
+  entries.forEach((t, i) => {
+    const { name, dtype, shape } = t;
+    tensors.set(name, mapped ? { name, dtype, shape, bytes: mapped[i] } : {
+      name, dtype, shape, get bytes() { return readRange(file, t.offset, t.nbytes); },
+    });
+  });
   return tensors;
+}
+
+/** Open `file`, read and validate its header; the file is closed again. */
+function readHeader(file: string): HeaderEntry[] {
+  let fd: number;
+  try {
+    fd = openSync(file, "r");
+  } catch (e) {
+    throw new CheckpointError(`cannot open ${file}: ${(e as Error).message}`);
+  }
+  try {
+    const size = fstatSync(fd).size;
+    const first8 = readExactly(fd, file, 0, Math.min(8, size));
+    const n = headerLength(file, first8, size);
+    return parseHeader(file, readExactly(fd, file, 8, n), size);
+  } finally {
+    closeSync(fd);
+  }
+}
+
+/**
+ * Views of the tensors over a memory mapping of `file`, or undefined where the addon cannot map
+ * (not built, no external buffers). Tensors whose offset is not a multiple of their element size
+ * are copied into aligned memory, since kernels read whole elements.
+ */
+function mapTensors(file: string, entries: HeaderEntry[]): Uint8Array[] | undefined {
+  let buffers: ArrayBuffer[];
+  try {
+    buffers = native().mapRegions(file, entries.map((t) => t.offset), entries.map((t) => t.nbytes));
+  } catch (e) {
+    const code = (e as NodeJS.ErrnoException).code;
+    if (code === "ERR_TSORCH_MMAP") throw new CheckpointError(`${file}: ${(e as Error).message}`);
+    return undefined;
+  }
+  return entries.map((t, i) => {
+    const view = new Uint8Array(buffers[i]);
+    if (t.offset % itemsize(t.dtype) === 0) return view;
+    const aligned = allocateHost(t.nbytes);
+    aligned.set(view);
+    return aligned;
+  });
+}
+
+/** `nbytes` bytes of `file` from `offset`, in a fresh aligned buffer. */
+function readRange(file: string, offset: number, nbytes: number): Uint8Array {
+  let fd: number;
+  try {
+    fd = openSync(file, "r");
+  } catch (e) {
+    throw new CheckpointError(`cannot open ${file}: ${(e as Error).message}`);
+  }
+  try {
+    return readExactly(fd, file, offset, nbytes);
+  } finally {
+    closeSync(fd);
+  }
+}
+
+/** Read `nbytes` at `offset` of an open file into a fresh buffer (huge pages when large). */
+function readExactly(fd: number, file: string, offset: number, nbytes: number): Uint8Array {
+  const bytes = allocateHost(nbytes);
+  for (let done = 0; done < nbytes;) {
+    const n = readSync(fd, bytes, done, Math.min(nbytes - done, 1 << 30), offset + done);
+    if (n === 0) throw new CheckpointError(`${file}: file shrank while being read (${offset + done} of ${offset + nbytes} bytes)`);
+    done += n;
+  }
+  return bytes;
 }
 
 /**
@@ -128,33 +175,4 @@ export async function readWeightMap(indexFile: string): Promise<Record<string, s
     throw new CheckpointError(`${indexFile}: "weight_map" must be an object of tensor name → shard file name`);
   }
   return weightMap as Record<string, string>;
-}
-
-/**
- * The whole file in a fresh (unpooled) buffer, so buffer offsets equal file offsets. The buffer is
- * cpu host memory (huge pages where available), since on cpu the weights are used in place.
- */
-function readWholeFile(file: string): Buffer {
-  let fd: number;
-  try {
-    fd = openSync(file, "r");
-  } catch (e) {
-    throw new CheckpointError(`cannot open ${file}: ${(e as Error).message}`);
-  }
-  try {
-    const size = fstatSync(fd).size;
-    if (size > bufferConstants.MAX_LENGTH) {
-      throw new CheckpointError(`${file}: ${size} bytes exceed the largest buffer Node can allocate (${bufferConstants.MAX_LENGTH})`);
-    }
-    const bytes = allocateHost(size);
-    const buf = Buffer.from(bytes.buffer, bytes.byteOffset, size);
-    for (let done = 0; done < size;) {
-      const n = readSync(fd, buf, done, Math.min(size - done, 1 << 30), done);
-      if (n === 0) throw new CheckpointError(`${file}: file shrank while being read`);
-      done += n;
-    }
-    return buf;
-  } finally {
-    closeSync(fd);
-  }
 }
