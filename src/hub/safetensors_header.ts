@@ -2,7 +2,7 @@
  * Validation of a safetensors header, rule for rule as the safetensors library (Rust,
  * safetensors/src/tensor.rs: `SafeTensors::read_metadata` and `Metadata::validate`) does it:
  * - the 8-byte little-endian header length N is at most 100,000,000 and 8 + N fits in the file;
- * - the header is UTF-8, starts with "{" and is a JSON object;
+ * - the header is UTF-8 and a JSON object (leading and trailing whitespace allowed);
  * - "__metadata__", if present, maps strings to strings;
  * - every other entry is { dtype, shape, data_offsets: [begin, end] } with a dtype of the format,
  *   a shape of non-negative integers and integer offsets;
@@ -53,7 +53,6 @@ export function parseHeader(file: string, header: Uint8Array, fileSize: number):
   } catch {
     throw fail("header is not valid UTF-8");
   }
-  if (!text.startsWith("{")) throw fail(`header does not start with "{" (it starts with ${JSON.stringify(text.slice(0, 8))})`);
   let json: unknown;
   try {
     json = JSON.parse(text);
