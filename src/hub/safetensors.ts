@@ -23,16 +23,16 @@ import { headerLength, parseHeader, type HeaderEntry } from "./safetensors_heade
 /** One tensor of a checkpoint, not yet on a device. */
 export interface RawTensor {
   /** The state_dict name, e.g. "model.layers.0.self_attn.q_proj.weight". */
-  readonly name: string;
-  readonly dtype: DType;
-  readonly shape: number[];
+  name: string;
+  dtype: DType;
+  shape: number[];
   /**
    * The tensor's bytes, row-major, little-endian, aligned to the element size: a view of the
    * memory-mapped file (no copy; an unaligned tensor, valid per the format, is copied into aligned
    * memory), or, where mapping is impossible, a fresh buffer read from the file at each access.
    * Do not modify them.
    */
-  readonly bytes: Uint8Array;
+  bytes: Uint8Array;
 }
 
 /** Name of the single-file checkpoint in a model folder. */
