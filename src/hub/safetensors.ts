@@ -90,17 +90,16 @@ function readHeader(file: string): HeaderEntry[] {
 }
 
 /**
- * Views of the tensors over a memory mapping of `file`, or undefined where the addon cannot map
- * (not built, no external buffers). Tensors whose offset is not a multiple of their element size
- * are copied into aligned memory, since kernels read whole elements.
+ * Views of the tensors over a memory mapping of `file`, or undefined where it cannot be mapped
+ * (addon not built, no external buffers, a filesystem without mmap): the caller then reads
+ * tensors from the file, which reports any real problem with it. Tensors whose offset is not a
+ * multiple of their element size are copied into aligned memory, since kernels read whole elements.
  */
 function mapTensors(file: string, entries: HeaderEntry[]): Uint8Array[] | undefined {
   let buffers: ArrayBuffer[];
   try {
     buffers = native().mapRegions(file, entries.map((t) => t.offset), entries.map((t) => t.nbytes));
-  } catch (e) {
-    const code = (e as NodeJS.ErrnoException).code;
-    if (code === "ERR_TSORCH_MMAP") throw new CheckpointError(`${file}: ${(e as Error).message}`);
+  } catch {
     return undefined;
   }
   return entries.map((t, i) => {

@@ -10,6 +10,7 @@
 // larger than RAM + swap from being refused by overcommit accounting (clean pages are file pages).
 #include "mmap.h"
 
+#include <atomic>
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
@@ -32,16 +33,16 @@ namespace {
 #if !defined(_WIN32)
 
 // One mapping and the number of live references to it (ArrayBuffers, plus MapRegions itself while
-// it runs). Finalizers run on the JS thread of the env that created the buffers, so a plain
-// counter suffices.
+// it runs). Node runs the finalizers on the JS thread; the counter is atomic all the same, so no
+// runtime that frees backing stores elsewhere can unmap twice or early.
 struct Mapping {
   void* base;
   size_t size;
-  int64_t refs;
+  std::atomic<int64_t> refs;
 };
 
 void release(Mapping* m) {
-  if (--m->refs > 0) return;
+  if (m->refs.fetch_sub(1) > 1) return;
   if (m->base != nullptr) munmap(m->base, m->size);
   delete m;
 }
@@ -130,7 +131,7 @@ napi_value MapRegions(napi_env env, napi_callback_info info) {
   if (base == MAP_FAILED) {
     return throw_error(env, "ERR_TSORCH_MMAP", "cannot map " + path + ": " + std::strerror(map_errno));
   }
-  Mapping* m = new Mapping{base, static_cast<size_t>(size), 1};
+  Mapping* m = new Mapping{base, static_cast<size_t>(size), {1}};
 
   napi_value result;
   napi_create_array_with_length(env, offsets.size(), &result);
