@@ -10,6 +10,7 @@
  */
 import { createWriteStream, existsSync, statSync } from "node:fs";
 import { mkdir, rename, rm } from "node:fs/promises";
+import { once } from "node:events";
 import { dirname, join } from "node:path";
 import { Readable } from "node:stream";
 import { pipeline } from "node:stream/promises";
@@ -119,23 +120,28 @@ export async function downloadModel(repoId: string, o: DownloadOptions): Promise
  */
 async function downloadResuming(data: Blob, incomplete: string, size: number, what: string, onBytes: (n: number) => void): Promise<void> {
   const have = () => (existsSync(incomplete) ? statSync(incomplete).size : 0);
-  onBytes(Math.min(have(), size));
+  let counted = 0; // bytes of this file reported through onBytes
+  const count = (n: number) => {
+    counted += n;
+    onBytes(n);
+  };
   for (let resumes = 0; ; resumes++) {
     let start = have();
     if (start > size) {
-      onBytes(-start);
       await rm(incomplete);
       start = 0;
     }
+    if (counted !== start) count(start - counted);
     if (start === size) return;
+    const out = createWriteStream(incomplete, { flags: start > 0 ? "a" : "w" });
     try {
       const stream = (start > 0 ? data.slice(start) : data).stream() as ReadableStream<Uint8Array>;
       await pipeline(Readable.fromWeb(stream), async function* (chunks: AsyncIterable<Buffer>) {
         for await (const chunk of chunks) {
-          onBytes(chunk.length);
+          count(chunk.length);
           yield chunk;
         }
-      }, createWriteStream(incomplete, { flags: start > 0 ? "a" : "w" }));
+      }, out).finally(() => out.closed || once(out, "close"));
       if (have() !== size) throw new Error(`the server sent ${have() - start} bytes from byte ${start}, the file has ${size}`);
     } catch (e) {
       const now = have();

@@ -64,7 +64,7 @@ function loadRepo(folder: string): MockRepo {
 
 /** Ways downloads of a file can go wrong. */
 export interface MockFaults {
-  /** The next `times` downloads of `file` send `after` bytes of the body, then drop the connection. */
+  /** The next `times` downloads of `file` send `after` bytes of the body, then close the connection. */
   cut?: { file: string; after: number; times: number };
   /** Downloads of these files send the response headers, then nothing, ever. */
   stall?: string[];
@@ -126,7 +126,9 @@ export async function startMockHub(repos: Record<string, string>, faults: MockFa
         if (faults.stall?.includes(file.path)) return res.flushHeaders();
         if (faults.cut?.file === file.path && faults.cut.times > 0) {
           faults.cut.times--;
-          res.write(body.subarray(0, faults.cut.after), () => res.socket?.destroy());
+          // Close once the client had time to take the bytes: bytes still queued in its stream
+          // when the connection ends are dropped with the error.
+          res.write(body.subarray(0, faults.cut.after), () => setTimeout(() => res.socket?.end(), 100));
           return;
         }
       }
