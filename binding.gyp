@@ -45,6 +45,7 @@
         "src/devices/cpu/native/linear.cc",
         "src/devices/cpu/native/matmul.cc",
         "src/devices/cpu/native/mxfp4.cc",
+        "src/devices/cpu/native/mmap.cc",
         "src/devices/cpu/native/napi_args.cc",
         "src/devices/cpu/native/norm.cc",
         "src/devices/cpu/native/reduce.cc",

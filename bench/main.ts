@@ -5,7 +5,8 @@
  *
  * Measures, on a local checkpoint (nothing is downloaded): prefill tokens/s (prompt 32, batch 1),
  * decode tokens/s (64 new tokens, batch 1 and batch 8; the first token is excluded), time to
- * first token, peak RSS, linear GFLOPS at 1024x1024x1024 (float32 and bfloat16 weights) and GEMV
+ * first token, peak RSS right after loading the weights and after the run (each also over the
+ * checkpoint's size), linear GFLOPS at 1024x1024x1024 (float32 and bfloat16 weights) and GEMV
  * bandwidth at 4096x1024 (bfloat16 weights). With --peer-python (a Python with torch and
  * transformers, e.g. from ../shared/tools/reference-venv.sh) it runs the same workload in PyTorch
  * in the same run (bench/peer.py) and prints the ratios tsorch / PyTorch. Prints JSON.
@@ -79,6 +80,8 @@ async function kernels(device: string) {
 
 async function modelBench(dir: string, device: string) {
   const model = await AutoModelForCausalLM.fromPretrained(dir, { device });
+  // The high-water mark so far: the process start plus loading (safetensors are memory-mapped).
+  const loadPeakRss = process.resourceUsage().maxRSS * 1024;
   const vocab = (model.config.vocab_size as number) ?? 32000;
   const opts = { maxNewTokens: NEW_TOKENS, doSample: false, eosTokenId: [] as number[] };
   const decode = async (batch: number) => {
@@ -102,6 +105,7 @@ async function modelBench(dir: string, device: string) {
     decode_tokens_per_s_batch1: b1.rate,
     decode_tokens_per_s_batch8: b8.rate,
     time_to_first_token_s: b1.ttft,
+    load_peak_rss_bytes: loadPeakRss,
     peak_rss_bytes: process.resourceUsage().maxRSS * 1024,
   };
 }
@@ -127,6 +131,7 @@ if (values.model) {
   const { readdirSync } = await import("node:fs");
   const size = readdirSync(values.model).filter((f) => f.endsWith(".safetensors")).reduce((s, f) => s + statSync(path.join(values.model!, f)).size, 0);
   report.checkpoint_bytes = size;
+  report.load_peak_rss_over_checkpoint = ((report.tsorch as Record<string, number>).load_peak_rss_bytes) / size;
   report.peak_rss_over_checkpoint = ((report.tsorch as Record<string, number>).peak_rss_bytes) / size;
 }
 console.log(JSON.stringify(report, null, 2));

@@ -9,6 +9,7 @@ model_dir, threads, prompt_len, new_tokens = sys.argv[1], int(sys.argv[2]), int(
 torch.set_num_threads(threads)
 torch.manual_seed(0)
 model = AutoModelForCausalLM.from_pretrained(model_dir, dtype="auto").eval()
+load_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 vocab = model.config.vocab_size
 
 
@@ -60,6 +61,7 @@ print(json.dumps({
     "decode_tokens_per_s_batch1": decode1,
     "decode_tokens_per_s_batch8": decode8,
     "time_to_first_token_s": ttft,
+    "load_peak_rss_bytes": load_rss,
     "peak_rss_bytes": rss,
     "gemm_1024_gflops_f32": gemm_f32,
     "gemm_1024_gflops_bf16": gemm_bf16,

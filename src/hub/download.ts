@@ -1,20 +1,26 @@
 /**
  * Download the files a model needs from the Hugging Face Hub into the shared cache layout (cache.ts).
- * Talks to the Hub through @huggingface/hub (modelInfo, listFiles, downloadFile: auth, redirects,
- * Xet storage) but writes blobs and snapshot links itself: the library's downloadFileToCacheDir
- * prints "Downloading …" to stdout with console.debug and offers no progress callback.
+ * Talks to the Hub through @huggingface/hub (modelInfo, listFiles, fileDownloadInfo, downloadFile:
+ * auth, redirects, Xet storage) but writes blobs and snapshot links itself: the library's
+ * downloadFileToCacheDir prints "Downloading …" to stdout with console.debug and offers no
+ * progress callback. Every request has a timeout (timeouts.ts). As huggingface_hub does, a file
+ * is written to blobs/<etag>.incomplete and renamed when complete; an interrupted download
+ * resumes from the bytes already there (an HTTP Range request), within the same call (up to
+ * MAX_RESUMES times while bytes keep arriving) and in a later one.
  */
-import { createWriteStream, existsSync } from "node:fs";
-import { mkdir, rename } from "node:fs/promises";
+import { createWriteStream, existsSync, statSync } from "node:fs";
+import { mkdir, rename, rm } from "node:fs/promises";
+import { once } from "node:events";
 import { dirname, join } from "node:path";
 import { Readable } from "node:stream";
 import { pipeline } from "node:stream/promises";
 import type { ReadableStream } from "node:stream/web";
-import { downloadFile, listFiles, modelInfo, type ListFileEntry } from "@huggingface/hub";
+import { downloadFile, fileDownloadInfo, listFiles, modelInfo, type ListFileEntry } from "@huggingface/hub";
 import cliProgress from "cli-progress";
 import { blobPath, linkBlob, repoCacheFolder, snapshotFolder, writeRef } from "./cache.js";
 import { HubError } from "./errors.js";
 import { readWeightMap, SAFETENSORS_FILE, SAFETENSORS_INDEX_FILE } from "./safetensors.js";
+import { DOWNLOAD_TIMEOUT_ENV, ETAG_TIMEOUT_ENV, fetchWithIdleTimeout, type HubTimeouts } from "./timeouts.js";
 
 /** Where and how to download; every field already resolved by the caller. */
 export interface DownloadOptions {
@@ -26,7 +32,12 @@ export interface DownloadOptions {
   /** Draw a byte progress bar on stderr (only when stderr is a terminal). */
   progress: boolean;
   fetch: typeof fetch;
+  /** Idle timeouts of metadata requests and of downloads. */
+  timeouts: HubTimeouts;
 }
+
+/** How many times one call resumes an interrupted download that made progress (huggingface_hub: 5). */
+const MAX_RESUMES = 5;
 
 /** Files fetched besides the weights, when the repo has them. */
 const MODEL_FILES = [
@@ -38,11 +49,15 @@ const MODEL_FILES = [
  * Download model `repoId` at `o.revision` into the cache: config, generation config, tokenizer
  * files, and the safetensors weights (the index and the shards it lists, else model.safetensors);
  * files already in the cache are skipped. Returns the snapshot folder.
- * Throws HubError when the repo has no config.json or no safetensors weights, or a file is missing;
- * errors of @huggingface/hub (HubApiError) and of `o.fetch` pass through.
+ * Throws HubError when the repo has no config.json or no safetensors weights, a file is missing,
+ * a request times out, or a download fails (naming the file, the bytes received and the
+ * .incomplete file kept for resuming); errors of @huggingface/hub (HubApiError) and of `o.fetch`
+ * pass through.
  */
 export async function downloadModel(repoId: string, o: DownloadOptions): Promise<string> {
-  const hub = { repo: { type: "model" as const, name: repoId }, hubUrl: o.endpoint, accessToken: o.accessToken, fetch: o.fetch };
+  const metadataFetch = fetchWithIdleTimeout(o.fetch, o.timeouts.metadataMs, ETAG_TIMEOUT_ENV);
+  const dataFetch = fetchWithIdleTimeout(o.fetch, o.timeouts.downloadMs, DOWNLOAD_TIMEOUT_ENV);
+  const hub = { repo: { type: "model" as const, name: repoId }, hubUrl: o.endpoint, accessToken: o.accessToken, fetch: metadataFetch };
   const { sha: commit } = await modelInfo({ ...hub, name: repoId, revision: o.revision, additionalFields: ["sha"] });
   const repoFolder = repoCacheFolder(o.cacheDir, repoId);
   await writeRef(repoFolder, o.revision, commit);
@@ -66,17 +81,12 @@ export async function downloadModel(repoId: string, o: DownloadOptions): Promise
     }
     const blob = blobPath(repoFolder, etag);
     if (!existsSync(blob)) {
-      const data = await downloadFile({ ...hub, path: file, revision: commit });
+      const info = await fileDownloadInfo({ ...hub, path: file, revision: commit });
+      const data = info && await downloadFile({ ...hub, fetch: dataFetch, path: file, revision: commit, downloadInfo: info });
       if (!data) throw new HubError(`model ${repoId} has no file ${file} on the Hub (revision ${o.revision})`);
       await mkdir(dirname(blob), { recursive: true });
-      const incomplete = `${blob}.incomplete`;
-      await pipeline(Readable.fromWeb(data.stream() as ReadableStream<Uint8Array>), async function* (chunks: AsyncIterable<Buffer>) {
-        for await (const chunk of chunks) {
-          onBytes(chunk.length);
-          yield chunk;
-        }
-      }, createWriteStream(incomplete));
-      await rename(incomplete, blob);
+      await downloadResuming(data, `${blob}.incomplete`, e.size, `${file} of model ${repoId}`, onBytes);
+      await rename(`${blob}.incomplete`, blob);
     }
     await linkBlob(repoFolder, commit, file, etag);
   };
@@ -100,6 +110,48 @@ export async function downloadModel(repoId: string, o: DownloadOptions): Promise
     bar?.stop();
   }
   return snapshot;
+}
+
+/**
+ * Write `data` (`size` bytes) to `incomplete`, continuing after the bytes already in it. A failure
+ * after some progress resumes from where it stopped, up to MAX_RESUMES times; a file longer than
+ * `size` (a server that ignored the Range) is discarded and fetched again. Throws HubError naming
+ * `what`, the bytes received and the kept file.
+ */
+async function downloadResuming(data: Blob, incomplete: string, size: number, what: string, onBytes: (n: number) => void): Promise<void> {
+  const have = () => (existsSync(incomplete) ? statSync(incomplete).size : 0);
+  let counted = 0; // bytes of this file reported through onBytes
+  const count = (n: number) => {
+    counted += n;
+    onBytes(n);
+  };
+  for (let resumes = 0; ; resumes++) {
+    let start = have();
+    if (start > size) {
+      await rm(incomplete);
+      start = 0;
+    }
+    if (counted !== start) count(start - counted);
+    if (start === size) return;
+    const out = createWriteStream(incomplete, { flags: start > 0 ? "a" : "w" });
+    try {
+      const stream = (start > 0 ? data.slice(start) : data).stream() as ReadableStream<Uint8Array>;
+      await pipeline(Readable.fromWeb(stream), async function* (chunks: AsyncIterable<Buffer>) {
+        for await (const chunk of chunks) {
+          count(chunk.length);
+          yield chunk;
+        }
+      }, out).finally(() => out.closed || once(out, "close"));
+      if (have() !== size) throw new Error(`the server sent ${have() - start} bytes from byte ${start}, the file has ${size}`);
+    } catch (e) {
+      const now = have();
+      if (now !== start && resumes < MAX_RESUMES) continue; // progress, or too many bytes to discard above
+      if (now > size) await rm(incomplete);
+      throw new HubError(`downloading ${what} failed at byte ${Math.min(now, size)} of ${size}` +
+        (now > 0 && now <= size ? ` (kept in ${incomplete}; the next attempt resumes from there)` : "") +
+        `: ${e instanceof Error ? e.message : String(e)}`, { cause: e });
+    }
+  }
 }
 
 /** A bar on stderr counting bytes, shown in MB. */

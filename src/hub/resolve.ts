@@ -8,6 +8,7 @@ import { downloadModel } from "./download.js";
 import { HubError } from "./errors.js";
 import { isHubId } from "./hub_id.js";
 import { readWeightMap, SAFETENSORS_FILE, SAFETENSORS_INDEX_FILE } from "./safetensors.js";
+import { hubTimeouts } from "./timeouts.js";
 
 export interface ResolveOptions {
   /** Branch, tag or commit hash on the Hub (default "main"). */
@@ -29,10 +30,13 @@ export interface ResolveOptions {
  * - an existing folder → its absolute path ("~" expands to the home folder);
  * - a Hub id "org/name" → its snapshot in the Hugging Face cache, downloaded first unless the cache
  *   already holds config.json and the complete safetensors weights (then no network request is made).
- *   HF_HUB_OFFLINE=1 forbids downloading.
+ *   HF_HUB_OFFLINE=1 forbids downloading. Hub requests time out (HF_HUB_ETAG_TIMEOUT, default 10 s, for
+ *   metadata; HF_HUB_DOWNLOAD_TIMEOUT, default 30 s without a byte, for downloads); an interrupted
+ *   download resumes where it stopped (see download.ts).
  * Throws HubError: "model folder not found: X" (X looks like a path), "invalid model id",
  * "model X not found on the Hub (…)", "model X is not in the Hugging Face cache (<dir>) and the Hub
- * could not be reached: <cause>", or when offline and not cached.
+ * could not be reached: <cause>", "no response from <url> within N s (HF_HUB_ETAG_TIMEOUT)",
+ * "downloading <file> of model X failed at byte B of N …", or when offline and not cached.
  */
 export async function resolveModel(idOrPath: string, opts: ResolveOptions = {}): Promise<string> {
   const path = idOrPath === "~" || idOrPath.startsWith("~/") ? homedir() + idOrPath.slice(1) : idOrPath;
@@ -71,7 +75,7 @@ export async function resolveModel(idOrPath: string, opts: ResolveOptions = {}):
   };
   try {
     return await downloadModel(id, {
-      revision, cacheDir, endpoint, fetch: hubFetch,
+      revision, cacheDir, endpoint, fetch: hubFetch, timeouts: hubTimeouts(),
       accessToken: opts.accessToken ?? (process.env.HF_TOKEN || undefined),
       progress: opts.progress !== false,
     });

@@ -1,27 +1,124 @@
 /**
- * safetensors checkpoints from the file system (Node): one `model.safetensors` or shards listed by
- * `model.safetensors.index.json`. The format itself is parsed by ./safetensors_format.ts.
+ * The safetensors format (https://github.com/huggingface/safetensors): an 8-byte little-endian
+ * header length N, N bytes of JSON header { name: { dtype, shape, data_offsets: [begin, end] },
+ * "__metadata__"?: {…} }, then the data section; offsets are relative to the data section.
+ * Checkpoints are one `model.safetensors` or shards listed by `model.safetensors.index.json`.
+ *
+ * Files are memory-mapped by the cpu device's native addon: every tensor is a view of the mapping
+ * (its own ArrayBuffer, so neither files nor shards over 4 GiB meet Node's typed-array limit),
+ * nothing is read until used, and the mapping lives until the last view is collected. Where the
+ * addon cannot map (not built, e.g. a webgpu-only install; a runtime without external buffers),
+ * each tensor is read from the file into its own buffer when its bytes are asked for.
  */
 import { closeSync, existsSync, fstatSync, openSync, readSync } from "node:fs";
 import { constants as bufferConstants } from "node:buffer";
 import { join } from "node:path";
 import { allocateHost } from "../devices/cpu/host_memory.js";
+import { native } from "../devices/cpu/native.js";
 import { readJsonObject } from "./config.js";
 import { CheckpointError } from "./errors.js";
 import {
-  assembleShards, parseSafetensors, parseWeightMap, SAFETENSORS_FILE, SAFETENSORS_INDEX_FILE, type RawTensor,
+  assembleShards, elementSize, parseWeightMap, SAFETENSORS_FILE, SAFETENSORS_INDEX_FILE, type RawTensor,
 } from "./safetensors_format.js";
+import { headerLength, parseHeader, type HeaderEntry } from "./safetensors_header.js";
 
 export { SAFETENSORS_FILE, SAFETENSORS_INDEX_FILE, type RawTensor, type StoredDType } from "./safetensors_format.js";
 
+/** How readSafetensors gets the bytes. */
+export interface ReadOptions {
+  /** Memory-map the file (default true); false reads each tensor on access, as done where mapping is impossible. */
+  map?: boolean;
+}
+
 /**
- * Read a .safetensors file into a Map from tensor name to RawTensor, in header order (the
- * `__metadata__` entry is skipped). The file is read once into one fresh buffer the tensors view,
- * then parsed by ./safetensors_format.ts (the parser browsers use too). Throws CheckpointError,
- * naming the file, when it cannot be read or is malformed (see parseSafetensors).
+ * The tensors of a .safetensors file, by name in header order (`__metadata__` is skipped). Only
+ * the header is read here; the header is validated as the safetensors library does (see
+ * safetensors_header.ts). Throws CheckpointError naming the file and the rule broken: cannot
+ * open, too short, header length beyond the file or over 100 MB, header not UTF-8 / JSON / an
+ * object, unknown dtype, invalid shape or data_offsets, byte length ≠ prod(shape) × dtype size,
+ * offsets that overlap, leave holes or run past the file, bytes after the last tensor, a dtype
+ * tsorch does not load (see LOADABLE_DTYPES), or a tensor larger than
+ * Node's largest typed array.
  */
-export function readSafetensors(file: string): Map<string, RawTensor> {
-  return parseSafetensors(readWholeFile(file), file);
+export function readSafetensors(file: string, opts: ReadOptions = {}): Map<string, RawTensor> {
+  const entries = readHeader(file);
+  const big = entries.find((t) => t.nbytes > bufferConstants.MAX_LENGTH);
+  if (big) throw new CheckpointError(`${file}: tensor "${big.name}" is ${big.nbytes} bytes, more than Node's largest typed array (${bufferConstants.MAX_LENGTH} bytes)`);
+  const mapped = opts.map === false ? undefined : mapTensors(file, entries);
+  const tensors = new Map<string, RawTensor>();
+  entries.forEach((t, i) => {
+    const { name, dtype, shape } = t;
+    tensors.set(name, mapped ? { name, dtype, shape, bytes: mapped[i] } : {
+      name, dtype, shape, get bytes() { return readRange(file, t.offset, t.nbytes); },
+    });
+  });
+  return tensors;
+}
+
+/** Open `file`, read and validate its header; the file is closed again. */
+function readHeader(file: string): HeaderEntry[] {
+  let fd: number;
+  try {
+    fd = openSync(file, "r");
+  } catch (e) {
+    throw new CheckpointError(`cannot open ${file}: ${(e as Error).message}`);
+  }
+  try {
+    const size = fstatSync(fd).size;
+    const first8 = readExactly(fd, file, 0, Math.min(8, size));
+    const n = headerLength(file, first8, size);
+    return parseHeader(file, readExactly(fd, file, 8, n), size);
+  } finally {
+    closeSync(fd);
+  }
+}
+
+/**
+ * Views of the tensors over a memory mapping of `file`, or undefined where it cannot be mapped
+ * (addon not built, no external buffers, a filesystem without mmap): the caller then reads
+ * tensors from the file, which reports any real problem with it. Tensors whose offset is not a
+ * multiple of their element size are copied into aligned memory, since kernels read whole elements.
+ */
+function mapTensors(file: string, entries: HeaderEntry[]): Uint8Array[] | undefined {
+  let buffers: ArrayBuffer[];
+  try {
+    buffers = native().mapRegions(file, entries.map((t) => t.offset), entries.map((t) => t.nbytes));
+  } catch {
+    return undefined;
+  }
+  return entries.map((t, i) => {
+    const view = new Uint8Array(buffers[i]);
+    if (t.offset % elementSize(t.dtype) === 0) return view;
+    const aligned = allocateHost(t.nbytes);
+    aligned.set(view);
+    return aligned;
+  });
+}
+
+/** `nbytes` bytes of `file` from `offset`, in a fresh aligned buffer. */
+function readRange(file: string, offset: number, nbytes: number): Uint8Array {
+  let fd: number;
+  try {
+    fd = openSync(file, "r");
+  } catch (e) {
+    throw new CheckpointError(`cannot open ${file}: ${(e as Error).message}`);
+  }
+  try {
+    return readExactly(fd, file, offset, nbytes);
+  } finally {
+    closeSync(fd);
+  }
+}
+
+/** Read `nbytes` at `offset` of an open file into a fresh buffer (huge pages when large). */
+function readExactly(fd: number, file: string, offset: number, nbytes: number): Uint8Array {
+  const bytes = allocateHost(nbytes);
+  for (let done = 0; done < nbytes;) {
+    const n = readSync(fd, bytes, done, Math.min(nbytes - done, 1 << 30), offset + done);
+    if (n === 0) throw new CheckpointError(`${file}: file shrank while being read (${offset + done} of ${offset + nbytes} bytes)`);
+    done += n;
+  }
+  return bytes;
 }
 
 /**
@@ -50,33 +147,4 @@ export async function loadCheckpoint(dir: string): Promise<Map<string, RawTensor
 /** The weight_map of a model.safetensors.index.json: tensor name → shard file name. Throws CheckpointError. */
 export async function readWeightMap(indexFile: string): Promise<Record<string, string>> {
   return parseWeightMap(await readJsonObject(indexFile), indexFile);
-}
-
-/**
- * The whole file in a fresh (unpooled) buffer, so buffer offsets equal file offsets. The buffer is
- * cpu host memory (huge pages where available), since on cpu the weights are used in place.
- */
-function readWholeFile(file: string): Buffer {
-  let fd: number;
-  try {
-    fd = openSync(file, "r");
-  } catch (e) {
-    throw new CheckpointError(`cannot open ${file}: ${(e as Error).message}`);
-  }
-  try {
-    const size = fstatSync(fd).size;
-    if (size > bufferConstants.MAX_LENGTH) {
-      throw new CheckpointError(`${file}: ${size} bytes exceed the largest buffer Node can allocate (${bufferConstants.MAX_LENGTH})`);
-    }
-    const bytes = allocateHost(size);
-    const buf = Buffer.from(bytes.buffer, bytes.byteOffset, size);
-    for (let done = 0; done < size;) {
-      const n = readSync(fd, buf, done, Math.min(size - done, 1 << 30), done);
-      if (n === 0) throw new CheckpointError(`${file}: file shrank while being read`);
-      done += n;
-    }
-    return buf;
-  } finally {
-    closeSync(fd);
-  }
 }

@@ -8,7 +8,8 @@
  * {rev} is "main" or the repo's commit. *.safetensors files are LFS files (etag = sha256), others
  * regular git files (etag = git blob sha1), as on the real Hub. Unknown repos, revisions and files
  * get the Hub's 404 (JSON {"error"} and X-Error-Code). Every request is recorded in `requests`.
- * writeSafetensors builds checkpoints for such repos.
+ * `faults` makes file downloads (not the 1-byte "bytes=0-0" probes) misbehave, to test timeouts
+ * and resuming. writeSafetensors builds checkpoints for such repos.
  */
 import { createHash } from "node:crypto";
 import { readdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
@@ -35,7 +36,7 @@ export interface MockHub {
   /** Base URL, e.g. "http://127.0.0.1:40123": pass it as the endpoint. */
   url: string;
   /** Every request received, in order. */
-  requests: { method: string; url: string; authorization?: string }[];
+  requests: { method: string; url: string; authorization?: string; range?: string }[];
   /** The commit hash the repo `id` is served at. */
   commit(id: string): string;
   /** Stop the server (again: no-op); its port then refuses connections. */
@@ -61,8 +62,16 @@ function loadRepo(folder: string): MockRepo {
   return { commit, files };
 }
 
+/** Ways downloads of a file can go wrong. */
+export interface MockFaults {
+  /** The next `times` downloads of `file` send `after` bytes of the body, then close the connection. */
+  cut?: { file: string; after: number; times: number };
+  /** Downloads of these files send the response headers, then nothing, ever. */
+  stall?: string[];
+}
+
 /** Start a mock Hub serving `repos`: Hub id ("org/name") → local folder. */
-export async function startMockHub(repos: Record<string, string>): Promise<MockHub> {
+export async function startMockHub(repos: Record<string, string>, faults: MockFaults = {}): Promise<MockHub> {
   const served = new Map(Object.entries(repos).map(([id, folder]) => [id, loadRepo(folder)]));
   const requests: MockHub["requests"] = [];
 
@@ -76,7 +85,7 @@ export async function startMockHub(repos: Record<string, string>): Promise<MockH
   };
 
   const handle = (req: IncomingMessage, res: ServerResponse) => {
-    requests.push({ method: req.method ?? "", url: req.url ?? "", authorization: req.headers.authorization });
+    requests.push({ method: req.method ?? "", url: req.url ?? "", authorization: req.headers.authorization, range: req.headers.range });
     const parts = new URL(req.url ?? "/", "http://x").pathname.split("/").slice(1).map(decodeURIComponent);
     const api = parts[0] === "api" && parts[1] === "models";
     const [org, name, kind, rev, ...rest] = api ? parts.slice(2) : parts;
@@ -108,14 +117,22 @@ export async function startMockHub(repos: Record<string, string>): Promise<MockH
         ...(file.lfsOid && { "X-Linked-Etag": `"${file.lfsOid}"`, "X-Linked-Size": size }),
       };
       const range = /^bytes=(\d+)-(\d*)$/.exec(req.headers.range ?? "");
-      if (range) {
-        const start = Number(range[1]);
-        const end = Math.min(range[2] ? Number(range[2]) : size - 1, size - 1);
-        res.writeHead(206, { ...headers, "Content-Range": `bytes ${start}-${end}/${size}`, "Content-Length": end - start + 1 });
-        return res.end(file.content.subarray(start, end + 1));
+      const start = range ? Number(range[1]) : 0;
+      const end = range ? Math.min(range[2] ? Number(range[2]) : size - 1, size - 1) : size - 1;
+      const body = file.content.subarray(start, end + 1);
+      if (range) res.writeHead(206, { ...headers, "Content-Range": `bytes ${start}-${end}/${size}`, "Content-Length": body.length });
+      else res.writeHead(200, { ...headers, "Content-Length": size });
+      if (req.headers.range !== "bytes=0-0") {
+        if (faults.stall?.includes(file.path)) return res.flushHeaders();
+        if (faults.cut?.file === file.path && faults.cut.times > 0) {
+          faults.cut.times--;
+          // Close once the client had time to take the bytes: bytes still queued in its stream
+          // when the connection ends are dropped with the error.
+          res.write(body.subarray(0, faults.cut.after), () => setTimeout(() => res.socket?.end(), 100));
+          return;
+        }
       }
-      res.writeHead(200, { ...headers, "Content-Length": size });
-      return res.end(file.content);
+      return res.end(body);
     }
     notFound(res, "NotFound", `no mock route for ${req.method} ${req.url}`);
   };

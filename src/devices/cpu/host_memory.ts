@@ -1,9 +1,10 @@
 /**
  * Host memory for cpu tensors. The cpu device computes on host memory in place, so buffers that
- * will hold tensor data — the checkpoint file, read once into one buffer that the weights view,
- * and the device's own allocations — come from here: zero-filled and, from HUGE_PAGE_MIN_BYTES
- * on, advised for transparent huge pages (Linux) before anything touches them. Weights are
- * streamed once per decode step and read faster from 2 MB pages (see native/huge_pages.cc).
+ * will hold tensor data — the device's own allocations, and checkpoint tensors read from a file
+ * that could not be memory-mapped (mapped ones get the same advice in native/mmap.cc) — come
+ * from here: zero-filled and, from HUGE_PAGE_MIN_BYTES on, advised for transparent huge pages
+ * (Linux) before anything touches them. Weights are streamed once per decode step and read
+ * faster from 2 MB pages (see native/huge_pages.cc).
  */
 import { native } from "./native.js";
 

@@ -56,6 +56,16 @@ export interface NativeCpu {
   /** Undo muteStderr: `saved` is its result (-1 is a no-op). */
   restoreStderr(saved: number): void;
 
+  /**
+   * Map file `path` into memory (copy-on-write: writes never reach the file) and return one
+   * ArrayBuffer per range [offsets[i], offsets[i] + lengths[i]) over the mapping, without reading
+   * or copying anything. The mapping lives until every returned ArrayBuffer is garbage collected.
+   * Throws an Error with code ERR_TSORCH_MMAP (cannot open, stat or map the file; a range past
+   * its end), ERR_TSORCH_NO_EXTERNAL_BUFFERS (the runtime forbids external ArrayBuffers) or
+   * ERR_TSORCH_NO_MMAP (Windows).
+   */
+  mapRegions(path: string, offsets: number[], lengths: number[]): ArrayBuffer[];
+
   /** Number of threads in the pool. */
   numThreads(): number;
   /** CPU features the addon detected and dispatches on, e.g. "avx512f avx512bf16 fma avx2". */

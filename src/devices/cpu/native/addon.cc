@@ -13,6 +13,7 @@
 
 #include "cpu.h"
 #include "dtype.h"
+#include "mmap.h"
 #include "napi_args.h"
 #include "ops.h"
 #include "thread_pool.h"
@@ -564,6 +565,7 @@ NAPI_MODULE_INIT() {
       {"dequantMxfp4", nullptr, DequantMxfp4, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
       {"sort", nullptr, Sort, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
       {"topk", nullptr, Topk, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
+      {"mapRegions", nullptr, MapRegions, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
   };
   napi_define_properties(env, exports, sizeof(props) / sizeof(props[0]), props);
   return exports;
