@@ -55,8 +55,8 @@ export function readSafetensors(file: string, opts: ReadOptions = {}): Map<strin
   return tensors;
 }
 
-/** Open `file`, read and validate its header; the file is closed again. */
-function readHeader(file: string): HeaderEntry[] {
+/** `fn` of `file` opened for reading; the file is closed again. Throws CheckpointError when it cannot be opened. */
+function withFile<T>(file: string, fn: (fd: number) => T): T {
   let fd: number;
   try {
     fd = openSync(file, "r");
@@ -64,13 +64,20 @@ function readHeader(file: string): HeaderEntry[] {
     throw new CheckpointError(`cannot open ${file}: ${(e as Error).message}`);
   }
   try {
+    return fn(fd);
+  } finally {
+    closeSync(fd);
+  }
+}
+
+/** Read and validate the header of `file`. */
+function readHeader(file: string): HeaderEntry[] {
+  return withFile(file, (fd) => {
     const size = fstatSync(fd).size;
     const first8 = readExactly(fd, file, 0, Math.min(8, size));
     const n = headerLength(file, first8, size);
     return parseHeader(file, readExactly(fd, file, 8, n), size);
-  } finally {
-    closeSync(fd);
-  }
+  });
 }
 
 /**
@@ -97,17 +104,7 @@ function mapTensors(file: string, entries: HeaderEntry[]): Uint8Array[] | undefi
 
 /** `nbytes` bytes of `file` from `offset`, in a fresh aligned buffer. */
 function readRange(file: string, offset: number, nbytes: number): Uint8Array {
-  let fd: number;
-  try {
-    fd = openSync(file, "r");
-  } catch (e) {
-    throw new CheckpointError(`cannot open ${file}: ${(e as Error).message}`);
-  }
-  try {
-    return readExactly(fd, file, offset, nbytes);
-  } finally {
-    closeSync(fd);
-  }
+  return withFile(file, (fd) => readExactly(fd, file, offset, nbytes));
 }
 
 /** Read `nbytes` at `offset` of an open file into a fresh buffer (huge pages when large). */

@@ -39,6 +39,30 @@ export interface GroupLimitedMoeOptions {
   hiddenAct: string;
 }
 
+/** The config fields of DeepSeek-V3 and GLM-4-MoE (camel-cased config.json names) that size their MoE. */
+export interface DeepseekStyleMoeConfig {
+  hiddenSize: number;
+  nRoutedExperts: number;
+  numExpertsPerTok: number;
+  nGroup: number;
+  topkGroup: number;
+  normTopkProb: boolean;
+  routedScalingFactor: number;
+  moeIntermediateSize: number;
+  nSharedExperts: number;
+  hiddenAct: string;
+}
+
+/** GroupLimitedMoe options from a DeepSeek-V3 / GLM-4-MoE config (shared experts: n_shared_experts x moe_intermediate_size). */
+export function groupLimitedMoeOptions(c: DeepseekStyleMoeConfig): GroupLimitedMoeOptions {
+  return {
+    hiddenSize: c.hiddenSize, numExperts: c.nRoutedExperts, topK: c.numExpertsPerTok, numGroups: c.nGroup,
+    topkGroup: c.topkGroup, normTopkProb: c.normTopkProb, routedScalingFactor: c.routedScalingFactor,
+    expertIntermediateSize: c.moeIntermediateSize, sharedIntermediateSize: c.moeIntermediateSize * c.nSharedExperts,
+    hiddenAct: c.hiddenAct,
+  };
+}
+
 /** The router: `weight` [E, hidden] and the choice-only `e_score_correction_bias` [E], kept in float32 as transformers keeps it. */
 export class GroupLimitedRouter extends Module {
   readonly weight: Parameter;

@@ -11,7 +11,7 @@
  * The Hub files' multi-token-prediction layer (model.layers.{num_hidden_layers}.*) is skipped by
  * name. Their FP8 weights (`weight_scale_inv`) are not supported: load a bf16 conversion.
  */
-import { GroupLimitedMoe } from "../../nn/group_limited_moe.js";
+import { GroupLimitedMoe, groupLimitedMoeOptions } from "../../nn/group_limited_moe.js";
 import { MultiHeadLatentAttention, type LatentAttentionOptions } from "../../nn/latent_attention.js";
 import { Embedding, RMSNorm } from "../../nn/layers.js";
 import { GatedMLP } from "../../nn/mlp.js";
@@ -109,12 +109,7 @@ function deepseekV3DecoderLayer(c: DeepseekV3Config, layerIdx: number): PreNormD
   return new PreNormDecoderLayer(
     new MultiHeadLatentAttention(c.attention()),
     layerIdx >= c.firstKDenseReplace
-      ? new GroupLimitedMoe({
-        hiddenSize: c.hiddenSize, numExperts: c.nRoutedExperts, topK: c.numExpertsPerTok, numGroups: c.nGroup,
-        topkGroup: c.topkGroup, normTopkProb: c.normTopkProb, routedScalingFactor: c.routedScalingFactor,
-        expertIntermediateSize: c.moeIntermediateSize, sharedIntermediateSize: c.moeIntermediateSize * c.nSharedExperts,
-        hiddenAct: c.hiddenAct,
-      })
+      ? new GroupLimitedMoe(groupLimitedMoeOptions(c))
       : new GatedMLP(c.hiddenSize, c.intermediateSize, c.hiddenAct),
     new RMSNorm(c.hiddenSize, c.rmsNormEps),
     new RMSNorm(c.hiddenSize, c.rmsNormEps),

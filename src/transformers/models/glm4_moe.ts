@@ -11,7 +11,7 @@
  * The Hub files' multi-token-prediction layer (model.layers.{num_hidden_layers}.*) is skipped by name.
  */
 import { RotaryAttention, type RotaryAttentionOptions } from "../../nn/attention.js";
-import { GroupLimitedMoe } from "../../nn/group_limited_moe.js";
+import { GroupLimitedMoe, groupLimitedMoeOptions } from "../../nn/group_limited_moe.js";
 import { Embedding, RMSNorm } from "../../nn/layers.js";
 import { GatedMLP } from "../../nn/mlp.js";
 import { bool, num, withDefaults, type RawConfig } from "../configuration.js";
@@ -68,12 +68,7 @@ function glm4MoeDecoderLayer(c: Glm4MoeConfig, layerIdx: number): PreNormDecoder
   return new PreNormDecoderLayer(
     new RotaryAttention(c.attention(layerIdx)),
     layerIdx >= c.firstKDenseReplace
-      ? new GroupLimitedMoe({
-        hiddenSize: c.hiddenSize, numExperts: c.nRoutedExperts, topK: c.numExpertsPerTok, numGroups: c.nGroup,
-        topkGroup: c.topkGroup, normTopkProb: c.normTopkProb, routedScalingFactor: c.routedScalingFactor,
-        expertIntermediateSize: c.moeIntermediateSize, sharedIntermediateSize: c.moeIntermediateSize * c.nSharedExperts,
-        hiddenAct: c.hiddenAct,
-      })
+      ? new GroupLimitedMoe(groupLimitedMoeOptions(c))
       : new GatedMLP(c.hiddenSize, c.intermediateSize, c.hiddenAct),
     new RMSNorm(c.hiddenSize, c.rmsNormEps),
     new RMSNorm(c.hiddenSize, c.rmsNormEps),
