@@ -5,6 +5,7 @@ import { elementwiseKernels } from "./elementwise.js";
 import { gatherKernels } from "./gather.js";
 import { matmulKernels } from "./matmul.js";
 import { normKernels } from "./norm.js";
+import { pagedAttentionKernels } from "./paged_attention.js";
 import { reduceKernels } from "./reduce.js";
 import { sortKernels } from "./sort.js";
 
@@ -13,6 +14,7 @@ export const webgpuKernels: KernelSignatures = {
   ...reduceKernels,
   ...matmulKernels,
   ...attentionKernels,
+  ...pagedAttentionKernels,
   ...normKernels,
   ...gatherKernels,
   ...sortKernels,
