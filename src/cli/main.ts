@@ -4,14 +4,18 @@
  * (`tsorch: error: …`) with a non-zero exit; TSORCH_DEBUG=1 prints the stack too.
  */
 import "../devices/builtin.js";
+import { benchCommand, BENCH_USAGE } from "./bench_serve.js";
 import { conformanceCommand, CONFORMANCE_USAGE } from "./conformance.js";
 import { forwardCommand, FORWARD_USAGE, generateCommand, GENERATE_USAGE } from "./generate.js";
 import { UsageError } from "./args.js";
+import { serveCommand, SERVE_USAGE } from "./serve.js";
 
 const COMMANDS: Record<string, { run: (argv: string[]) => Promise<void>; usage: string }> = {
   generate: { run: generateCommand, usage: GENERATE_USAGE },
   forward: { run: forwardCommand, usage: FORWARD_USAGE },
   conformance: { run: conformanceCommand, usage: CONFORMANCE_USAGE },
+  serve: { run: serveCommand, usage: SERVE_USAGE },
+  bench: { run: benchCommand, usage: BENCH_USAGE },
 };
 
 const USAGE = `usage: tsorch <command> [options]
@@ -19,6 +23,8 @@ commands:
   generate   generate text from a Hugging Face checkpoint (folder or Hub id)
   forward    print the logits of a forward pass as JSON
   conformance  check every op of a device against float64 references
+  serve      an OpenAI-compatible server (continuous batching, paged KV cache)
+  bench      bench serve: benchmark a running server
 Run \`tsorch <command> --help\` for its options.`;
 
 async function main(argv: string[]): Promise<number> {

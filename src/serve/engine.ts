@@ -80,25 +80,30 @@ export class Engine {
   get numWaiting(): number { return this.scheduler.waiting.length; }
   get numRunning(): number { return this.scheduler.running.length; }
 
+  /** True when `count` more sequences fit in the waiting queue (maxQueue). */
+  canAccept(count: number): boolean {
+    return this.numWaiting + count <= this.o.maxQueue;
+  }
+
   /**
    * Queue a sequence. Throws RangeError when the prompt is empty, holds an id outside the vocabulary
-   * or does not leave room for one new token, and QueueFullError when `count` more would exceed
-   * maxQueue waiting sequences.
+   * or does not leave room for one new token, and QueueFullError when the waiting queue is full.
    */
-  add(prompt: readonly number[], params: SamplingParams, onToken: TokenListener, count = 1): Sequence[] {
+  add(prompt: readonly number[], params: SamplingParams, onToken: TokenListener): Sequence {
+    this.checkPrompt(prompt);
+    if (!this.canAccept(1)) throw new QueueFullError(`the waiting queue is full (${this.o.maxQueue} sequences); retry later`);
+    const seq = new Sequence(this.nextId++, prompt, params, onToken);
+    this.samplers.set(seq, new Sampler(params));
+    this.scheduler.add(seq);
+    this.kick();
+    return seq;
+  }
+
+  /** Throws RangeError for an empty prompt, an id outside the vocabulary, or no room for a new token. */
+  checkPrompt(prompt: readonly number[]): void {
     if (prompt.length === 0) throw new RangeError("the prompt is empty");
     this.model.checkIds([prompt as number[]]);
     if (prompt.length + 1 > this.maxModelLen) throw new RangeError(`the prompt has ${prompt.length} tokens; the maximum context length is ${this.maxModelLen}, with room for at least one new token`);
-    if (this.numWaiting + count > this.o.maxQueue) throw new QueueFullError(`the waiting queue is full (${this.o.maxQueue} sequences); retry later`);
-    const seqs = Array.from({ length: count }, (_, i) => {
-      const p = i === 0 || params.seed === undefined ? params : { ...params, seed: params.seed + i };
-      const seq = new Sequence(this.nextId++, prompt, p, onToken);
-      this.samplers.set(seq, new Sampler(p));
-      this.scheduler.add(seq);
-      return seq;
-    });
-    this.kick();
-    return seqs;
   }
 
   /** Stop a sequence (client gone): its blocks are freed now, it reports nothing more. */
