@@ -188,7 +188,7 @@ export async function completions(ctx: RouteContext, req: FastifyRequest, reply:
     : (raw as number[][]);
   const params = samplingParams(ctx, b, resolveMaxTokens(ctx, prompts, b.max_tokens, 16));
   if (b.logprobs != null) params.logprobs = b.logprobs;
-  const tokenText = (t: number) => ctx.tokenizer.decode([t]);
+  const tokenText = (t: number) => (b.return_tokens_as_token_ids ? `token_id:${t}` : ctx.tokenizer.decode([t]));
   const logprobs = (lps: TokenLogprob[], offset: number) => {
     if (b.logprobs == null) return null;
     const offsets: number[] = [];
@@ -226,7 +226,7 @@ export async function chatCompletions(ctx: RouteContext, req: FastifyRequest, re
   const params = samplingParams(ctx, b, resolveMaxTokens(ctx, prompts, b.max_completion_tokens ?? b.max_tokens, Infinity));
   if (b.logprobs) params.logprobs = b.top_logprobs ?? 0;
   const entry = (t: number, logprob: number) => {
-    const token = ctx.tokenizer.decode([t]);
+    const token = b.return_tokens_as_token_ids ? `token_id:${t}` : ctx.tokenizer.decode([t]);
     return { token, logprob, bytes: [...Buffer.from(token, "utf8")] };
   };
   const logprobs = (lps: TokenLogprob[]) => (b.logprobs

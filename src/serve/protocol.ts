@@ -39,6 +39,7 @@ const sampling = {
   stream: nullable({ type: "boolean" }),
   stream_options: nullable({ type: "object", properties: { include_usage: { type: "boolean" } } }),
   ignore_eos: { type: "boolean" },
+  return_tokens_as_token_ids: { type: "boolean" },
 } as const;
 
 export const completionSchema = {
@@ -116,6 +117,8 @@ export interface SamplingFields {
   stream?: boolean | null;
   stream_options?: { include_usage?: boolean } | null;
   ignore_eos?: boolean;
+  /** vLLM's extension: logprob tokens as "token_id:ID" instead of their text. */
+  return_tokens_as_token_ids?: boolean;
 }
 
 export interface CompletionRequest extends SamplingFields {
