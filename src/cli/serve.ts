@@ -2,7 +2,9 @@
  * `tsorch serve`: load a model and its tokenizer, start the OpenAI-compatible server (serve/), and
  * on SIGTERM / SIGINT stop accepting, let running requests finish (--drain-timeout), then exit 0.
  */
+import { existsSync } from "node:fs";
 import { isIP } from "node:net";
+import * as path from "node:path";
 import { resolveModel } from "../hub/index.js";
 import { createServer } from "../serve/server.js";
 import { AutoModelForCausalLM } from "../transformers/auto.js";
@@ -68,7 +70,8 @@ export async function serveCommand(argv: string[]): Promise<void> {
 
   const dir = await resolveModel(v.model, { revision: v.revision as string | undefined });
   const model = await AutoModelForCausalLM.fromPretrained(dir, { device: v.device as string | undefined, dtype: v.dtype as string | undefined });
-  const tokenizer = await PreTrainedTokenizer.fromPretrained(dir);
+  const tokenizer = existsSync(path.join(dir, "tokenizer.json")) ? await PreTrainedTokenizer.fromPretrained(dir) : null;
+  if (!tokenizer) process.stderr.write(`tsorch serve: ${dir} has no tokenizer.json: serving token ids only (prompts as id lists, empty texts)\n`);
   const server = createServer(model, tokenizer, opts);
   if (!opts.apiKey && !isLoopback(host)) {
     process.stderr.write(`tsorch serve: warning: listening on ${host} without an API key; anyone who can reach it can use it (pass --api-key or set TSORCH_API_KEY)\n`);

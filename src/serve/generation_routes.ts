@@ -14,7 +14,8 @@ import { TextOutput } from "./text_output.js";
 
 export interface RouteContext {
   engine: Engine;
-  tokenizer: PreTrainedTokenizer;
+  /** null: the checkpoint has no tokenizer; prompts are token ids and texts stay empty. */
+  tokenizer: PreTrainedTokenizer | null;
   servedModelName: string;
   /** EOS ids of the model (generation_config.json, config.json, tokenizer). */
   eosIds: number[];
@@ -56,6 +57,12 @@ function samplingParams(ctx: RouteContext, b: SamplingFields, maxTokens: number)
     stopTokenIds: ctx.eosIds,
     ignoreEos: b.ignore_eos ?? false,
   };
+}
+
+/** The tokenizer, or a 400 naming what needs it. */
+export function needTokenizer(ctx: RouteContext, what: string): PreTrainedTokenizer {
+  if (!ctx.tokenizer) throw badRequest(`${what} needs a tokenizer, and the served checkpoint has none (no tokenizer.json): send the prompt as token ids`);
+  return ctx.tokenizer;
 }
 
 function checkModel(ctx: RouteContext, model: string): void {
@@ -159,7 +166,7 @@ async function respond(ctx: RouteContext, req: FastifyRequest, reply: FastifyRep
     res.writeHead(200, { "content-type": "text/event-stream", "cache-control": "no-cache", connection: "keep-alive" });
   };
   const run = start(ctx, prompts, n, params, (c, text, finish) => {
-    if (res.destroyed || (text === "" && !finish && !c.unsent.length)) return;
+    if (res.destroyed || (text === "" && !finish && !c.unsent.length && ctx.tokenizer)) return;
     open();
     const first = !started.has(c);
     started.add(c);
@@ -182,13 +189,14 @@ export async function completions(ctx: RouteContext, req: FastifyRequest, reply:
   checkModel(ctx, b.model);
   if (b.echo) throw badRequest("echo is not supported", "echo");
   const raw = b.prompt;
-  const prompts: number[][] = typeof raw === "string" ? [ctx.tokenizer.encode(raw)]
+  const prompts: number[][] = typeof raw === "string" ? [needTokenizer(ctx, "a text prompt").encode(raw)]
     : typeof raw[0] === "number" ? [raw as number[]]
-    : typeof raw[0] === "string" ? (raw as string[]).map((p) => ctx.tokenizer.encode(p))
+    : typeof raw[0] === "string" ? (raw as string[]).map((p) => needTokenizer(ctx, "a text prompt").encode(p))
     : (raw as number[][]);
+  if (b.stop) needTokenizer(ctx, "stop");
   const params = samplingParams(ctx, b, resolveMaxTokens(ctx, prompts, b.max_tokens, 16));
   if (b.logprobs != null) params.logprobs = b.logprobs;
-  const tokenText = (t: number) => (b.return_tokens_as_token_ids ? `token_id:${t}` : ctx.tokenizer.decode([t]));
+  const tokenText = (t: number) => (b.return_tokens_as_token_ids || !ctx.tokenizer ? `token_id:${t}` : ctx.tokenizer.decode([t]));
   const logprobs = (lps: TokenLogprob[], offset: number) => {
     if (b.logprobs == null) return null;
     const offsets: number[] = [];
@@ -216,9 +224,10 @@ export async function chatCompletions(ctx: RouteContext, req: FastifyRequest, re
     ...m,
     content: typeof m.content === "string" ? m.content : (m.content ?? []).filter((p) => p.type === "text").map((p) => p.text ?? "").join(""),
   }));
+  const tokenizer = needTokenizer(ctx, "a chat completion");
   let prompt: number[];
   try {
-    prompt = ctx.tokenizer.applyChatTemplate(messages, { addGenerationPrompt: b.add_generation_prompt ?? true }) as number[];
+    prompt = tokenizer.applyChatTemplate(messages, { addGenerationPrompt: b.add_generation_prompt ?? true }) as number[];
   } catch (e) {
     throw badRequest(`cannot apply the chat template: ${(e as Error).message}`, "messages");
   }
@@ -226,7 +235,7 @@ export async function chatCompletions(ctx: RouteContext, req: FastifyRequest, re
   const params = samplingParams(ctx, b, resolveMaxTokens(ctx, prompts, b.max_completion_tokens ?? b.max_tokens, Infinity));
   if (b.logprobs) params.logprobs = b.top_logprobs ?? 0;
   const entry = (t: number, logprob: number) => {
-    const token = b.return_tokens_as_token_ids ? `token_id:${t}` : ctx.tokenizer.decode([t]);
+    const token = b.return_tokens_as_token_ids ? `token_id:${t}` : tokenizer.decode([t]);
     return { token, logprob, bytes: [...Buffer.from(token, "utf8")] };
   };
   const logprobs = (lps: TokenLogprob[]) => (b.logprobs

@@ -11,7 +11,7 @@ import Fastify, { type FastifyError, type FastifyInstance } from "fastify";
 import type { PreTrainedModel } from "../transformers/modeling_utils.js";
 import type { PreTrainedTokenizer } from "../transformers/tokenization.js";
 import { Engine, QueueFullError, type EngineOptions } from "./engine.js";
-import { chatCompletions, completions, type RouteContext } from "./generation_routes.js";
+import { chatCompletions, completions, needTokenizer, type RouteContext } from "./generation_routes.js";
 import { ServeMetrics } from "./metrics.js";
 import { ApiError, badRequest, chatSchema, completionSchema, detokenizeSchema, tokenizeSchema } from "./protocol.js";
 
@@ -34,14 +34,14 @@ export interface OpenAIServer {
 
 const digest = (s: string) => createHash("sha256").update(s).digest();
 
-/** Build the server (not listening yet: call `app.listen`). */
-export function createServer(model: PreTrainedModel, tokenizer: PreTrainedTokenizer, o: ServerOptions): OpenAIServer {
+/** Build the server (not listening yet: call `app.listen`). Without a tokenizer, prompts must be token ids. */
+export function createServer(model: PreTrainedModel, tokenizer: PreTrainedTokenizer | null, o: ServerOptions): OpenAIServer {
   const engine = new Engine(model, o);
   const metrics = new ServeMetrics(o.servedModelName, () => ({
     running: engine.numRunning, waiting: engine.numWaiting, kvUsage: engine.pool.numUsed / engine.pool.numBlocks, preemptions: engine.scheduler.preemptions,
   }));
   engine.observer = metrics;
-  const eos = [model.generationConfig.eos_token_id, model.config.eos_token_id, tokenizer.eosTokenId].flat().filter((x): x is number => typeof x === "number");
+  const eos = [model.generationConfig.eos_token_id, model.config.eos_token_id, tokenizer?.eosTokenId].flat().filter((x): x is number => typeof x === "number");
   const ctx: RouteContext = { engine, tokenizer, servedModelName: o.servedModelName, eosIds: [...new Set(eos)] };
   let draining = false;
 
@@ -99,13 +99,14 @@ export function createServer(model: PreTrainedModel, tokenizer: PreTrainedTokeni
   });
   app.post("/tokenize", { schema: { body: tokenizeSchema } }, async (req) => {
     const b = req.body as { model?: string; prompt?: string; messages?: { role: string; content?: string }[]; add_special_tokens?: boolean };
+    const tokenizer = needTokenizer(ctx, "/tokenize");
     let tokens: number[];
     if (b.messages) tokens = tokenizer.applyChatTemplate(b.messages.map((m) => ({ ...m, content: m.content ?? "" })), { addGenerationPrompt: true }) as number[];
     else if (typeof b.prompt === "string") tokens = tokenizer.encode(b.prompt, { addSpecialTokens: b.add_special_tokens ?? true });
     else throw badRequest("pass `prompt` (a string) or `messages`", "prompt");
     return { tokens, count: tokens.length, max_model_len: engine.maxModelLen };
   });
-  app.post("/detokenize", { schema: { body: detokenizeSchema } }, async (req) => ({ prompt: tokenizer.decode((req.body as { tokens: number[] }).tokens) }));
+  app.post("/detokenize", { schema: { body: detokenizeSchema } }, async (req) => ({ prompt: needTokenizer(ctx, "/detokenize").decode((req.body as { tokens: number[] }).tokens) }));
 
   const drain = async (timeoutMs: number) => {
     draining = true;
