@@ -76,13 +76,12 @@ export async function serveCommand(argv: string[]): Promise<void> {
   if (!opts.apiKey && !isLoopback(host)) {
     process.stderr.write(`tsorch serve: warning: listening on ${host} without an API key; anyone who can reach it can use it (pass --api-key or set TSORCH_API_KEY)\n`);
   }
-  const address = await server.app.listen({ host, port });
-  process.stderr.write(`tsorch serve: ${opts.servedModelName} on ${address}/v1 (${server.engine.pool.numBlocks} KV blocks of ${opts.blockSize}, max-model-len ${server.engine.maxModelLen})\n`);
-
-  await new Promise<void>((resolve) => {
+  // Signal handlers go in before listening, so a SIGTERM right after start-up still drains.
+  let listening: Promise<unknown> = Promise.resolve();
+  const stopped = new Promise<void>((resolve) => {
     const stop = (signal: string) => {
       process.stderr.write(`tsorch serve: ${signal}: draining (up to ${drainTimeout} s)\n`);
-      server.drain(drainTimeout * 1000).then(resolve, (e: Error) => {
+      listening.catch(() => {}).then(() => server.drain(drainTimeout * 1000)).then(resolve, (e: Error) => {
         process.stderr.write(`tsorch serve: drain failed: ${e.message}\n`);
         resolve();
       });
@@ -90,5 +89,9 @@ export async function serveCommand(argv: string[]): Promise<void> {
     process.once("SIGTERM", () => stop("SIGTERM"));
     process.once("SIGINT", () => stop("SIGINT"));
   });
+  listening = server.app.listen({ host, port });
+  const address = await listening;
+  process.stderr.write(`tsorch serve: ${opts.servedModelName} on ${address}/v1 (${server.engine.pool.numBlocks} KV blocks of ${opts.blockSize}, max-model-len ${server.engine.maxModelLen})\n`);
+  await stopped;
   process.stderr.write("tsorch serve: stopped\n");
 }
