@@ -17,7 +17,7 @@ export const SERVE_USAGE = `usage: tsorch serve --model DIR_OR_HUB_ID [options]
   --api-key KEY                (or env TSORCH_API_KEY) required as "Authorization: Bearer KEY" on /v1
   --served-model-name NAME     the model name clients send (default: the --model argument)
   --max-num-seqs 64            sequences running at once
-  --max-num-batched-tokens 1024  tokens per engine step (prefill chunk budget)
+  --max-num-batched-tokens 512   tokens per engine step (prefill chunk budget)
   --max-model-len N            longest prompt + output (default: the model's max positions)
   --max-queue 256              waiting sequences at most (beyond: 429)
   --block-size 16              positions per KV-cache block
@@ -59,7 +59,7 @@ export async function serveCommand(argv: string[]): Promise<void> {
     servedModelName: (v["served-model-name"] as string | undefined) ?? v.model,
     apiKey: apiKey === "" ? undefined : apiKey,
     maxNumSeqs: positive("max-num-seqs", 64),
-    maxNumBatchedTokens: positive("max-num-batched-tokens", 1024),
+    maxNumBatchedTokens: positive("max-num-batched-tokens", 512),
     maxModelLen: numberFlag(v, "max-model-len", true),
     maxQueue: positive("max-queue", 256),
     blockSize: positive("block-size", 16),

@@ -64,15 +64,18 @@ export class Scheduler {
       chunks.push({ seq, start: seq.computed, count, sample: seq.computed + count === seq.length });
       budget -= count;
     }
+    let retried = false;
     while (this.waiting.length && this.running.length < this.o.maxNumSeqs && budget > 0) {
       const seq = this.waiting[0];
-      if (seq.computed === 0 && seq.blocks.length === 0) this.usePrefixCache(seq);
+      this.usePrefixCache(seq);
       const count = Math.min(seq.length - seq.computed, budget);
       if (!this.reserve(seq, seq.computed + count)) {
-        if (this.running.length === 0 && chunks.length === 0) {
-          throw new RangeError(`a sequence of ${seq.length} tokens does not fit in the KV cache (${this.pool.numBlocks} blocks of ${this.pool.blockSize}); raise --kv-cache-memory or lower --max-model-len`);
-        }
-        break;
+        // A waiting sequence holds no blocks between steps (its cached prefix stays in the LRU).
+        this.freeBlocks(seq);
+        if (this.running.length > 0 || chunks.length > 0) break;
+        if (retried) throw new RangeError(`a sequence of ${seq.length} tokens does not fit in the KV cache (${this.pool.numBlocks} blocks of ${this.pool.blockSize}); raise --kv-cache-memory or lower --max-model-len`);
+        retried = true;
+        continue;
       }
       this.waiting.shift();
       seq.status = "running";

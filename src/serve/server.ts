@@ -50,6 +50,10 @@ export function createServer(model: PreTrainedModel, tokenizer: PreTrainedTokeni
     ajv: { customOptions: { coerceTypes: false, removeAdditional: false, allErrors: false } },
   });
 
+  // A model step blocks the event loop (seconds for a long prefill chunk on cpu), so requests that
+  // arrived meanwhile are read late: Node's 60 s default for receiving headers would answer 408.
+  app.server.headersTimeout = 10 * 60_000;
+
   const key = o.apiKey === undefined ? null : digest(o.apiKey);
   app.addHook("onRequest", async (req) => {
     if (!key || !req.url.startsWith("/v1")) return;
