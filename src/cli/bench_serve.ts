@@ -1,14 +1,15 @@
 /**
  * `tsorch bench serve`: benchmark a running server (serve/bench.ts). --concurrency takes a list
- * (e.g. 32,1): each level runs the same prompts in turn, in the same run, and the output tokens/s
- * of every level is also given as a ratio to the first level's.
+ * (e.g. 32,1): each level runs in turn, in the same run, with prompts of the same lengths but other
+ * random tokens (so one level cannot hit the prefix cache that the previous one filled), and the
+ * output tokens/s of every level is also given as a ratio to the first level's.
  */
 import { benchServe, type BenchResult } from "../serve/bench.js";
 import { numberFlag, parseFlags, UsageError } from "./args.js";
 
 export const BENCH_USAGE = `usage: tsorch bench serve --url URL --model NAME [options]
   --num-prompts 32         requests per concurrency level
-  --concurrency 32         requests in flight at most; a list (32,1) runs each level with the same prompts
+  --concurrency 32         requests in flight at most; a list (32,1) runs each level in turn (fresh random prompts)
   --request-rate inf       Poisson arrivals per second
   --input-len 128          prompt tokens (random ids)   --output-len 128   new tokens (ignore_eos)
   --api-key KEY            (or env TSORCH_API_KEY)      --seed 0
@@ -39,14 +40,14 @@ export async function benchCommand(argv: string[]): Promise<void> {
   const rate = v["request-rate"] === undefined || v["request-rate"] === "inf" ? Infinity : numberFlag(v, "request-rate")!;
   if (!(rate > 0)) throw new UsageError(`--request-rate must be positive or inf, got '${v["request-rate"]}'`);
   const results: BenchResult[] = [];
-  for (const concurrency of levels) {
+  for (const [level, concurrency] of levels.entries()) {
     results.push(await benchServe({
       url: v.url, model: v.model, concurrency, requestRate: rate,
       numPrompts: numberFlag(v, "num-prompts", true) ?? 32,
       inputLen: numberFlag(v, "input-len", true) ?? 128,
       outputLen: numberFlag(v, "output-len", true) ?? 128,
       apiKey: (v["api-key"] as string | undefined) ?? process.env.TSORCH_API_KEY,
-      seed: numberFlag(v, "seed", true) ?? 0,
+      seed: (numberFlag(v, "seed", true) ?? 0) + 1000 * level,
     }));
   }
   if (v.output === "json") process.stdout.write(JSON.stringify(results) + "\n");

@@ -3,8 +3,8 @@
 //
 // paged_kv_write copies each new token's key/value rows to its slot. paged_attention runs one task
 // per (query token, kv head): the query rows of that kv head's group are one [group, D] matrix
-// (contiguous in q), scored against the sequence's keys block by block (S = Q K^T, a GEMM per
-// block run), softmaxed, then O = P V accumulated block by block.
+// (contiguous in q); the keys and values it may see are gathered from their blocks into contiguous
+// rows, then S = Q K^T, softmax, O = P V are two GEMMs.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -51,28 +51,19 @@ void paged_attention(const PagedAttentionArgs& a) {
     const int32_t* table = a.tables + int64_t(a.seq[t]) * a.max_blocks;
     const float* Q = a.q + (t * a.Hq + g * group) * a.D;
     float* O = a.out + (t * a.Hq + g * group) * a.Dv;
-    float* S = thread_scratch(1, group * n);
-    float* tmp = thread_scratch(2, group * a.Dv);
-    // Visits the runs of keys [lo, hi) that lie in one block: f(first key, count, slot of first).
-    const auto runs = [&](auto&& f) {
-      for (int64_t j = lo; j < hi;) {
-        const int64_t off = j % a.bs, nb = std::min(a.bs - off, hi - j);
-        f(j, nb, int64_t(table[j / a.bs]) * a.bs + off);
-        j += nb;
-      }
-    };
-    runs([&](int64_t j, int64_t nb, int64_t slot) {
-      gemm_range(Q, a.D, group, a.D, BMatrix{a.k_cache + slot * kstride + g * a.D, kF32, 1, kstride},
-                 nullptr, S + (j - lo), n, 0, nb);
-    });
+    // Gather this kv head's keys and values of positions [lo, hi) into contiguous rows, so each
+    // product is one GEMM: S [group, n] = Q K^T, then O [group, Dv] = P V.
+    float* K = thread_scratch(1, n * a.D);
+    float* V = thread_scratch(2, n * a.Dv);
+    float* S = thread_scratch(3, group * n);
+    for (int64_t j = lo; j < hi; ++j) {
+      const int64_t slot = int64_t(table[j / a.bs]) * a.bs + j % a.bs;
+      std::memcpy(K + (j - lo) * a.D, a.k_cache + slot * kstride + g * a.D, sizeof(float) * a.D);
+      std::memcpy(V + (j - lo) * a.Dv, a.v_cache + slot * vstride + g * a.Dv, sizeof(float) * a.Dv);
+    }
+    gemm_range(Q, a.D, group, a.D, BMatrix{K, kF32, 1, a.D}, nullptr, S, n, 0, n);
     for (int64_t r = 0; r < group; ++r) to_probs(S + r * n, n, a.scale, a.softcap);
-    std::memset(O, 0, sizeof(float) * group * a.Dv);
-    runs([&](int64_t j, int64_t nb, int64_t slot) {
-      gemm_range(S + (j - lo), n, group, nb,
-                 BMatrix{a.v_cache + slot * vstride + g * a.Dv, kF32, vstride, 1}, nullptr, tmp,
-                 a.Dv, 0, a.Dv);
-      for (int64_t e = 0; e < group * a.Dv; ++e) O[e] += tmp[e];
-    });
+    gemm_range(S, n, group, n, BMatrix{V, kF32, a.Dv, 1}, nullptr, O, a.Dv, 0, a.Dv);
   };
   const int64_t tasks = a.T * a.Hkv;
   ThreadPool& pool = ThreadPool::get();
