@@ -48,6 +48,7 @@
         "src/devices/cpu/native/mmap.cc",
         "src/devices/cpu/native/napi_args.cc",
         "src/devices/cpu/native/norm.cc",
+        "src/devices/cpu/native/paged_attention.cc",
         "src/devices/cpu/native/reduce.cc",
         "src/devices/cpu/native/rotary.cc",
         "src/devices/cpu/native/softmax.cc",

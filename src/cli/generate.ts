@@ -5,13 +5,13 @@
 import { existsSync } from "node:fs";
 import * as path from "node:path";
 import { loadConfig, loadGenerationConfig, resolveModel } from "../hub/index.js";
-import { AutoModelForCausalLM } from "../transformers/auto.js";
+import { AutoModelForCausalLM } from "../transformers/index.js";
 import { DecodeStream } from "../transformers/decode_stream.js";
 import {
   GenerationOptionError, resolveGenerationConfig, type FinishReason, type GenerationOptions, type OptionLabels,
 } from "../transformers/generation/configuration_utils.js";
 import { generateStream } from "../transformers/generation/utils.js";
-import { PreTrainedTokenizer } from "../transformers/tokenization.js";
+import { PreTrainedTokenizer } from "../transformers/index.js";
 import type { PreTrainedModel } from "../transformers/modeling_utils.js";
 import { numberFlag, parseFlags, parseIdLists, UsageError } from "./args.js";
 

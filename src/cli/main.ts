@@ -6,14 +6,18 @@
  */
 import { fileURLToPath } from "node:url";
 import "../devices/builtin.js";
+import { benchCommand, BENCH_USAGE } from "./bench_serve.js";
 import { conformanceCommand, CONFORMANCE_USAGE } from "./conformance.js";
 import { forwardCommand, FORWARD_USAGE, generateCommand, GENERATE_USAGE } from "./generate.js";
 import { UsageError } from "./args.js";
+import { serveCommand, SERVE_USAGE } from "./serve.js";
 
 const COMMANDS: Record<string, { run: (argv: string[]) => Promise<void>; usage: string }> = {
   generate: { run: generateCommand, usage: GENERATE_USAGE },
   forward: { run: forwardCommand, usage: FORWARD_USAGE },
   conformance: { run: conformanceCommand, usage: CONFORMANCE_USAGE },
+  serve: { run: serveCommand, usage: SERVE_USAGE },
+  bench: { run: benchCommand, usage: BENCH_USAGE },
 };
 
 /** The folder of the model the package ships (stories260K, MIT; see its README), used when
@@ -31,6 +35,8 @@ commands:
              shipped stories260K)
   forward    print the logits of a forward pass as JSON (same default model)
   conformance  check every op of a device against float64 references
+  serve      an OpenAI-compatible server (continuous batching, paged KV cache)
+  bench      bench serve: benchmark a running server
 Run \`tsorch <command> --help\` for its options.`;
 
 async function main(argv: string[]): Promise<number> {

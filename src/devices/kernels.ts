@@ -27,6 +27,14 @@ export interface SdpaParams {
   sinks: TensorView | null;
 }
 
+export interface PagedAttentionParams {
+  scale: number;
+  /** tanh soft-capping of scores; 0 = off. */
+  softcap: number;
+  /** Sliding window in keys; 0 = unlimited. */
+  window: number;
+}
+
 /** The ops a device implements. `out` tensors are freshly allocated and contiguous unless noted. */
 export interface KernelSignatures {
   /** dst[i] = cast(src[i]) over src's shape; both may be strided views (dst is written in place). */
@@ -58,6 +66,16 @@ export interface KernelSignatures {
    * both float32, both float16 or both bfloat16; mask null or
    * float32 additive, a view broadcast to [B, Hq, Lq, Lk] with unit last stride; out [B, Lq, Hq, Dv]. */
   sdpa(q: TensorView, k: TensorView, v: TensorView, mask: TensorView | null, out: TensorView, p: SdpaParams): void;
+  /** Attention through a paged KV cache (vLLM's PagedAttention), over a ragged batch of T query
+   * tokens: q [T, Hq, D] contiguous float32; kCache [N, bs, Hkv, D] / vCache [N, bs, Hkv, Dv]
+   * contiguous float32 block pools; blockTables [S, maxBlocks] int32 (block ids of each sequence);
+   * tokenSeq [T] int32 (sequence of each token, < S); tokenPos [T] int32 (its position). Token t
+   * attends to the keys at positions max(0, pos - window + 1) .. pos of its sequence, whose slots
+   * are blockTables[seq][p / bs] * bs + p % bs; out [T, Hq, Dv]. */
+  pagedAttention(q: TensorView, kCache: TensorView, vCache: TensorView, blockTables: TensorView, tokenSeq: TensorView, tokenPos: TensorView, out: TensorView, p: PagedAttentionParams): void;
+  /** Write k [T, Hkv, D] / v [T, Hkv, Dv] (contiguous float32) into the pools kCache
+   * [N, bs, Hkv, D] / vCache [N, bs, Hkv, Dv] at slots [T] int32 (slot = block * bs + offset). */
+  pagedKVWrite(k: TensorView, v: TensorView, kCache: TensorView, vCache: TensorView, slots: TensorView): void;
   /** out = x * rsqrt(mean(x^2) + eps) * (offset + w) over the last axis; x contiguous float32. */
   rmsNorm(x: TensorView, w: TensorView, out: TensorView, eps: number, offset: number): void;
   /** Causal depthwise conv1d with a carried state: x [B, L, C], w [C, K], state [B, K - 1, C] or

@@ -24,11 +24,24 @@ export interface CausalAttentionOptions {
 }
 
 /**
+ * A layer cache that runs the attention itself (serve's paged KV cache, which reads keys and values
+ * through block tables): attend takes causalAttention's arguments and returns [B, L, Hq*Dv].
+ */
+export interface SelfAttendingCache {
+  attend(q: Tensor, k: Tensor, v: Tensor, o: CausalAttentionOptions): Tensor;
+}
+
+function attendsItself(cache: AttentionKVCache | null): cache is AttentionKVCache & SelfAttendingCache {
+  return typeof (cache as Partial<SelfAttendingCache> | null)?.attend === "function";
+}
+
+/**
  * q [B, L, Hq, D], k [B, L, Hkv, D], v [B, L, Hkv, Dv] (heads not yet transposed, rotary applied)
  * -> [B, L, Hq*Dv]. Appends k/v to `cache` when given; attention is causal over past + new keys.
  * A sliding-window cache returns only the last keys, so the mask is cut to its last Lk columns.
  */
 export function causalAttention(q: Tensor, k: Tensor, v: Tensor, cache: AttentionKVCache | null, o: CausalAttentionOptions): Tensor {
+  if (attendsItself(cache)) return cache.attend(q, k, v, o);
   const kv = cache ? cache.update(k, v, o.window) : { keys: k.transpose(1, 2), values: v.transpose(1, 2) };
   return attendToKeys(q, kv.keys, kv.values, o);
 }

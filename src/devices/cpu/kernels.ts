@@ -60,6 +60,15 @@ export function cpuKernels(): Partial<KernelSignatures> {
         mask ? buf(mask) : null, mask ? strides(mask).slice(0, 3) : [0, 0, 0],
         B, Hq, Hkv, Lq, Lk, D, Dv, p.scale, p.softcap, p.causalOffset, p.window, code(k), p.sinks ? buf(p.sinks) : null);
     },
+    pagedKVWrite: (k, v, kc, vc, slots) => {
+      const [N, bs, Hkv, D] = kc.shape;
+      native().pagedKVWrite(buf(k), buf(v), buf(kc), buf(vc), buf(slots), slots.shape[0], N, bs, Hkv, D, vc.shape[3]);
+    },
+    pagedAttention: (q, kc, vc, tables, seq, pos, out, p) => {
+      const [T, Hq, D] = q.shape, [N, bs, Hkv] = kc.shape;
+      native().pagedAttention(buf(q), buf(kc), buf(vc), buf(tables), buf(seq), buf(pos), buf(out),
+        T, Hq, Hkv, D, vc.shape[3], N, bs, tables.shape[0], tables.shape[1], p.scale, p.softcap, p.window);
+    },
     rmsNorm: (x, w, out, eps, offset) => native().rmsNorm(buf(x), buf(w), code(w), buf(out), rowsOf(x), last(x), eps, offset),
     causalConv1d: (x, w, state, out, stateOut) => {
       const [B, L, C] = x.shape;

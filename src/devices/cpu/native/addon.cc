@@ -2,6 +2,7 @@
 // contracts live there). Each export parses and checks its arguments (napi_args.h), so that bad
 // input throws a JS TypeError / RangeError instead of reaching a kernel, then runs the kernel
 // (ops.h) synchronously on the thread pool.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <string>
@@ -331,6 +332,78 @@ napi_value Sdpa(napi_env env, napi_callback_info info) {
   return undefined(env);
 }
 
+// pagedKVWrite(k, v, kCache, vCache, slots, T, N, bs, Hkv, D, Dv): store rows at their slots.
+napi_value PagedKVWrite(napi_env env, napi_callback_info info) {
+  Args args(env, info, "pagedKVWrite", 11);
+  const Buffer k = args.buffer(0, "k"), v = args.buffer(1, "v");
+  const Buffer kc = args.buffer(2, "kCache"), vc = args.buffer(3, "vCache");
+  const Buffer slots = args.buffer(4, "slots");
+  const int64_t T = args.integer(5, "T"), N = args.integer(6, "N"), bs = args.integer(7, "bs", 1);
+  const int64_t H = args.integer(8, "Hkv"), D = args.integer(9, "D"), Dv = args.integer(10, "Dv");
+  args.fits(k, kF32, {T, H, D});
+  args.fits(v, kF32, {T, H, Dv});
+  args.fits(kc, kF32, {N, bs, H, D});
+  args.fits(vc, kF32, {N, bs, H, Dv});
+  args.fits(slots, kI32, {T});
+  if (args.failed()) return nullptr;
+  const int32_t* sl = static_cast<const int32_t*>(slots.data);
+  for (int64_t t = 0; t < T; ++t) {
+    if (!args.check(sl[t] >= 0 && sl[t] < N * bs, false, "slot %d of token %lld is outside the pool's %lld slots",
+                    sl[t], static_cast<long long>(t), static_cast<long long>(N * bs)))
+      return nullptr;
+  }
+  paged_kv_write(static_cast<const float*>(k.data), static_cast<const float*>(v.data),
+                 static_cast<float*>(kc.data), static_cast<float*>(vc.data), sl, T, H * D, H * Dv);
+  return undefined(env);
+}
+
+// pagedAttention(q, kCache, vCache, blockTables, tokenSeq, tokenPos, out, T, Hq, Hkv, D, Dv, N, bs,
+//                S, maxBlocks, scale, softcap, window): attention through block tables.
+napi_value PagedAttention(napi_env env, napi_callback_info info) {
+  Args args(env, info, "pagedAttention", 19);
+  const Buffer q = args.buffer(0, "q"), kc = args.buffer(1, "kCache"), vc = args.buffer(2, "vCache");
+  const Buffer tables = args.buffer(3, "blockTables"), seq = args.buffer(4, "tokenSeq");
+  const Buffer pos = args.buffer(5, "tokenPos"), out = args.buffer(6, "out");
+  const int64_t T = args.integer(7, "T"), Hq = args.integer(8, "Hq"), Hkv = args.integer(9, "Hkv", 1);
+  const int64_t D = args.integer(10, "D"), Dv = args.integer(11, "Dv"), N = args.integer(12, "N");
+  const int64_t bs = args.integer(13, "bs", 1), S = args.integer(14, "S"), mb = args.integer(15, "maxBlocks");
+  const double scale = args.number(16, "scale"), softcap = args.number(17, "softcap");
+  const int64_t window = args.integer(18, "window");
+  if (args.failed()) return nullptr;
+  args.check(Hq % Hkv == 0, false, "Hq = %lld is not a multiple of Hkv = %lld",
+             static_cast<long long>(Hq), static_cast<long long>(Hkv));
+  args.fits(q, kF32, {T, Hq, D});
+  args.fits(kc, kF32, {N, bs, Hkv, D});
+  args.fits(vc, kF32, {N, bs, Hkv, Dv});
+  args.fits(tables, kI32, {S, mb});
+  args.fits(seq, kI32, {T});
+  args.fits(pos, kI32, {T});
+  args.fits(out, kF32, {T, Hq, Dv});
+  if (args.failed()) return nullptr;
+  const int32_t* tb = static_cast<const int32_t*>(tables.data);
+  const int32_t* sq = static_cast<const int32_t*>(seq.data);
+  const int32_t* ps = static_cast<const int32_t*>(pos.data);
+  for (int64_t t = 0; t < T; ++t) {
+    if (!args.check(sq[t] >= 0 && sq[t] < S && ps[t] >= 0 && ps[t] / bs < mb, false,
+                    "token %lld: sequence %d / position %d is outside the block tables [%lld, %lld] x block size %lld",
+                    static_cast<long long>(t), sq[t], ps[t], static_cast<long long>(S),
+                    static_cast<long long>(mb), static_cast<long long>(bs)))
+      return nullptr;
+    const int64_t first = window > 0 ? std::max<int64_t>(0, ps[t] - window + 1) / bs : 0;
+    for (int64_t b = first; b <= ps[t] / bs; ++b) {
+      const int32_t id = tb[sq[t] * mb + b];
+      if (!args.check(id >= 0 && id < N, false, "block table of sequence %d names block %d, outside the pool's %lld blocks",
+                      sq[t], id, static_cast<long long>(N)))
+        return nullptr;
+    }
+  }
+  PagedAttentionArgs p{static_cast<const float*>(q.data), static_cast<const float*>(kc.data),
+                       static_cast<const float*>(vc.data), tb, sq, ps, static_cast<float*>(out.data),
+                       T, Hq, Hkv, D, Dv, bs, mb, static_cast<float>(scale), static_cast<float>(softcap), window};
+  paged_attention(p);
+  return undefined(env);
+}
+
 // rmsNorm(x, w, wDtype, out, rows, n, eps, offset): out = x * rsqrt(mean(x^2) + eps) * (offset + w).
 napi_value RmsNorm(napi_env env, napi_callback_info info) {
   Args args(env, info, "rmsNorm", 8);
@@ -558,6 +631,8 @@ NAPI_MODULE_INIT() {
       {"sdpa", nullptr, Sdpa, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
       {"causalConv1d", nullptr, CausalConv1d, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
       {"gatedDeltaRule", nullptr, GatedDeltaRule, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
+      {"pagedKVWrite", nullptr, PagedKVWrite, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
+      {"pagedAttention", nullptr, PagedAttention, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
       {"rmsNorm", nullptr, RmsNorm, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
       {"layerNorm", nullptr, LayerNorm, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
       {"rotary", nullptr, Rotary, nullptr, nullptr, nullptr, napi_enumerable, nullptr},

@@ -79,6 +79,18 @@ void causal_conv1d(const float* x, const float* w, const float* state, float* ou
 void gated_delta_rule(const float* q, const float* k, const float* v, const float* g,
                       const float* beta, const float* state, float* out, float* state_out,
                       int64_t B, int64_t L, int64_t H, int64_t Dk, int64_t Dv);
+// paged_attention.cc (slots, sequence rows and positions already checked to be in range)
+void paged_kv_write(const float* k, const float* v, float* k_cache, float* v_cache,
+                    const int32_t* slots, int64_t T, int64_t k_row, int64_t v_row);
+struct PagedAttentionArgs {
+  const float* q; const float* k_cache; const float* v_cache;
+  const int32_t* tables; const int32_t* seq; const int32_t* pos;
+  float* out;
+  int64_t T, Hq, Hkv, D, Dv, bs, max_blocks;
+  float scale, softcap;
+  int64_t window;
+};
+void paged_attention(const PagedAttentionArgs& a);
 
 // norm.cc
 void rms_norm(const float* x, const void* w, int w_dtype, float* out, int64_t rows, int64_t n,

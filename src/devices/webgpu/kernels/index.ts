@@ -7,6 +7,7 @@ import { gatherKernels } from "./gather.js";
 import { matmulKernels } from "./matmul.js";
 import { mxfp4Kernels } from "./mxfp4.js";
 import { normKernels } from "./norm.js";
+import { pagedAttentionKernels } from "./paged_attention.js";
 import { reduceKernels } from "./reduce.js";
 import { sortKernels } from "./sort.js";
 
@@ -15,6 +16,7 @@ export const webgpuKernels: KernelSignatures = {
   ...reduceKernels,
   ...matmulKernels,
   ...attentionKernels,
+  ...pagedAttentionKernels,
   ...normKernels,
   ...gatherKernels,
   ...gatedDeltaKernels,

@@ -1,0 +1,80 @@
+/**
+ * The paged-attention ops (tensor/paged_attention.ts) against the contiguous attention
+ * (scaled_dot_product_attention, itself checked against float64 in the conformance suite): keys and
+ * values written through pagedKVWrite to scattered blocks, then a ragged batch of query tokens from
+ * several sequences at arbitrary positions, with grouped heads, a sliding window and soft-capping,
+ * on cpu and on webgpu.
+ */
+import assert from "node:assert/strict";
+import { test } from "node:test";
+import type { Device } from "../src/devices/device.js";
+import * as T from "../src/index.js";
+import { pagedAttention, pagedKVWrite } from "../src/tensor/paged_attention.js";
+import { maxAbsDiff } from "./helpers/shared.js";
+import { webgpuOrSkip } from "./helpers/webgpu.js";
+
+function rng(seed: number): () => number {
+  let s = seed >>> 0;
+  return () => ((s = (Math.imul(s, 1664525) + 1013904223) >>> 0) / 2 ** 32) * 2 - 1;
+}
+
+const randn = (r: () => number, shape: number[]) => T.tensor(Array.from({ length: shape.reduce((a, b) => a * b, 1) }, r), { shape });
+const i32 = (xs: number[], shape = [xs.length]) => T.tensor(xs, { dtype: "int32", shape });
+
+interface Case { Hq: number; Hkv: number; D: number; bs: number; lens: number[]; window?: number; softcap?: number }
+
+async function check(device: Device, c: Case, tol: number): Promise<void> {
+  const r = rng(c.lens.length * 31 + c.D);
+  const S = c.lens.length, N = c.lens.reduce((a, l) => a + Math.ceil(l / c.bs), 0) + 3;
+  // Blocks of every sequence, scattered over the pool in a shuffled order.
+  const order = Array.from({ length: N }, (_, i) => i).sort((a, b) => ((a * 7919 + 13) % N) - ((b * 7919 + 13) % N));
+  let next = 0;
+  const tables = c.lens.map((l) => Array.from({ length: Math.ceil(l / c.bs) }, () => order[next++]));
+  const width = Math.max(...tables.map((t) => t.length));
+  const keys = c.lens.map((l) => randn(r, [l, c.Hkv, c.D])), values = c.lens.map((l) => randn(r, [l, c.Hkv, c.D]));
+  const kPool = T.full([N, c.bs, c.Hkv, c.D], 0).to(device), vPool = T.full([N, c.bs, c.Hkv, c.D], 0).to(device);
+  c.lens.forEach((l, s) => {
+    const slots = Array.from({ length: l }, (_, p) => tables[s][Math.floor(p / c.bs)] * c.bs + (p % c.bs));
+    pagedKVWrite(keys[s].to(device), values[s].to(device), kPool, vPool, i32(slots).to(device));
+  });
+  // Query tokens: every sequence's last position, plus a few earlier ones, interleaved.
+  const tokens: [number, number][] = [];
+  c.lens.forEach((l, s) => tokens.push([s, l - 1], [s, Math.floor(l / 2)], [s, 0]));
+  tokens.reverse();
+  const q = randn(r, [tokens.length, c.Hq, c.D]);
+  const flat = tables.flatMap((t) => [...t, ...new Array<number>(width - t.length).fill(0)]);
+  const out = pagedAttention(q.to(device), kPool, vPool, i32(flat, [S, width]).to(device), i32(tokens.map((t) => t[0])).to(device), i32(tokens.map((t) => t[1])).to(device), { window: c.window, softcap: c.softcap });
+  const got = Array.from((await out.data()) as Float32Array);
+  const want: number[] = [];
+  for (const [i, [s, p]] of tokens.entries()) {
+    const lo = c.window ? Math.max(0, p + 1 - c.window) : 0;
+    const k = keys[s].narrow(0, lo, p + 1 - lo).transpose(0, 1).unsqueeze(0), v = values[s].narrow(0, lo, p + 1 - lo).transpose(0, 1).unsqueeze(0);
+    const ref = T.scaledDotProductAttention(q.narrow(0, i, 1).transpose(0, 1).unsqueeze(0), k, v, { softcap: c.softcap });
+    want.push(...((await ref.data()) as Float32Array));
+  }
+  assert.ok(maxAbsDiff(got, want) < tol, `max |paged - contiguous| = ${maxAbsDiff(got, want)}`);
+}
+
+const CASES: [string, Case][] = [
+  ["grouped heads 4/2, block size 4, ragged lengths", { Hq: 4, Hkv: 2, D: 8, bs: 4, lens: [1, 5, 13, 16] }],
+  ["one head per kv head, block size 16, a long sequence", { Hq: 2, Hkv: 2, D: 16, bs: 16, lens: [70, 3] }],
+  ["sliding window 5 and soft-capping", { Hq: 6, Hkv: 3, D: 8, bs: 4, lens: [11, 9], window: 5, softcap: 2 }],
+];
+
+for (const [name, c] of CASES) {
+  test(`paged attention equals contiguous attention on cpu: ${name}`, async () => {
+    await check(T.getDevice("cpu"), c, 1e-5);
+  });
+  test(`paged attention equals contiguous attention on webgpu: ${name}`, async (t) => {
+    const dev = await webgpuOrSkip(t);
+    if (dev) await check(dev, c, 1e-4);
+  });
+}
+
+test("paged ops reject bad shapes, dtypes and slots with one-line errors", () => {
+  const pool = T.full([2, 4, 1, 8], 0), pool2 = T.full([2, 4, 1, 8], 0);
+  assert.throws(() => pagedKVWrite(T.full([3, 1, 8], 0), T.full([3, 1, 8], 0), pool, pool2, i32([0, 1])), /k \[3,1,8\] \/ v \[3,1,8\] must be \[2, 1, 8\]/);
+  assert.throws(() => pagedKVWrite(T.full([1, 1, 8], 0), T.full([1, 1, 8], 0), pool, pool2, i32([8])), /slot 8 of token 0 is outside the pool's 8 slots/);
+  assert.throws(() => pagedAttention(T.full([1, 2, 8], 0), pool, pool2, i32([0], [1, 1]), T.tensor([0]), i32([0])), /tokenSeq must be a 1-D int32 tensor/);
+  assert.throws(() => pagedAttention(T.full([1, 2, 8], 0), pool, pool2, i32([5], [1, 1]), i32([0]), i32([0])), /names block 5, outside the pool's 2 blocks/);
+});
