@@ -11,6 +11,7 @@ import { tidy } from "../tensor/scope.js";
 import type { Tensor } from "../tensor/tensor.js";
 import { activation, type Activation } from "./activations.js";
 import { Linear } from "./layers.js";
+import { useKernelForwardFromHub } from "./kernel_hub.js";
 import { Module, ModuleList } from "./module.js";
 
 /** The gate, up and down projections of one expert (named as its checkpoint names them). */
@@ -35,7 +36,7 @@ export class SparseMoeBlock<E extends Module> extends Module {
   readonly experts: ModuleList<E>;
   private readonly act: Activation;
 
-  constructor(private readonly o: SparseMoeOptions, makeExpert: () => E, private readonly projections: ExpertProjections<E>) {
+  constructor(readonly o: SparseMoeOptions, makeExpert: () => E, readonly projections: ExpertProjections<E>) {
     super();
     this.gate = this.module("gate", new Linear(o.hiddenSize, o.numExperts, false));
     this.experts = this.module("experts", new ModuleList(Array.from({ length: o.numExperts }, makeExpert)));
@@ -60,6 +61,7 @@ export class SparseMoeBlock<E extends Module> extends Module {
     return sum(mul(y, weights.unsqueeze(2)), 1).view(B, L, H);
   }
 }
+useKernelForwardFromHub("MoE")(SparseMoeBlock);
 
 /**
  * Top-k routing of router logits [T, E]: softmax in float32, the k largest probabilities (largest
