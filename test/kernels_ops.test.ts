@@ -59,3 +59,38 @@ test("a dtype the signature excludes throws naming the kernel, the op and the ar
   assert.throws(() => k.rmsNorm(rand([2, 8], 1), rand([6], 2), 1e-6), /op rmsNorm: weight has shape \[6\], which does not match \[H\] with H=8/);
   assert.throws(() => k.rmsNorm(rand([2, 6], 1), rand([6], 2), 1e-6), /op rmsNorm: arguments break the rule H % 4 == 0/);
 });
+
+test("silu-and-mul: siluAndMul equals silu(gate) * up, large magnitudes included", async (t) => {
+  const k = await getKernel(path.join(KERNELS, "silu-and-mul"));
+  await onDevices(t, async (dev) => {
+    const g = await on(T.mul(rand([4, 3, 32], 3), 40), dev), u = await on(rand([4, 3, 32], 4), dev);
+    await close(k.siluAndMul(g, u), T.mul(T.silu(g), u));
+  });
+});
+
+/** The built-in MoE math (nn/moe.ts): each routed row through its expert's gated MLP, weighted, summed. */
+function builtinMoe(x: T.Tensor, weights: T.Tensor, ids: T.Tensor, gateUp: T.Tensor, down: T.Tensor): T.Tensor {
+  const [Tn, H] = x.shape, K = ids.shape[1], E = gateUp.shape[0], I = down.shape[2];
+  const rows = x.unsqueeze(1).expand(Tn, K, H).reshape(Tn * K, H), idx = ids.reshape(Tn * K);
+  const g = Array.from({ length: E }, (_, e) => gateUp.select(0, e).narrow(0, 0, I));
+  const u = Array.from({ length: E }, (_, e) => gateUp.select(0, e).narrow(0, I, I));
+  const d = Array.from({ length: E }, (_, e) => down.select(0, e));
+  const h = T.mul(T.silu(T.gatherLinear(rows, g, idx)), T.gatherLinear(rows, u, idx));
+  return T.sum(T.mul(T.gatherLinear(h, d, idx).view(Tn, K, H), weights.unsqueeze(2)), 1);
+}
+
+test("moe-grouped-gemm: moe equals the built-in experts (ragged groups, an unused expert, bfloat16 weights)", async (t) => {
+  const k = await getKernel(path.join(KERNELS, "moe-grouped-gemm"));
+  await onDevices(t, async (dev) => {
+    // 37 tokens, top-2 of 5 experts; expert 4 never chosen, expert 0 gets more than one 16-row tile.
+    const E = 5, H = 64, I = 40, Tn = 37, K = 2;
+    const logits = T.add(rand([Tn, E], 5), T.tensor([2, 0, 0, 0, -50]));
+    const { weights, indices } = routeTopK(logits, K, true);
+    const ids = indices.to("int32");
+    for (const dtype of ["float32", "bfloat16"] as const) {
+      const gateUp = await on(T.mul(rand([E, 2 * I, H], 6), 0.2).to(dtype), dev), down = await on(T.mul(rand([E, H, I], 7), 0.2).to(dtype), dev);
+      const x = await on(rand([Tn, H], 8), dev), w = await on(weights, dev), i = await on(ids, dev);
+      await close(k.moe(x, w, i, gateUp, down), builtinMoe(x, w, i, gateUp, down));
+    }
+  });
+});

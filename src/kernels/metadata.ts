@@ -31,8 +31,11 @@ export interface InputSpec { dtypes: DType[]; shape: string[]; }
 export interface OutputSpec { dtype: DType; shape: string[]; }
 /** A scratch buffer of `size` elements, allocated per call. */
 export interface TempSpec { dtype: DType; size: string; }
-/** One WGSL dispatch: its source file, workgroup counts, u32 parameters ("f32:" prefix: float bits) and bound tensors. */
-export interface DispatchSpec { source: string; workgroups: [string, string, string]; params: string[]; bindings: string[]; }
+/**
+ * One WGSL dispatch: its source file, workgroup counts, u32 parameters ("f32:" prefix: float bits),
+ * bound tensors, and which of them it writes (default: every output and temp it binds).
+ */
+export interface DispatchSpec { source: string; workgroups: [string, string, string]; params: string[]; bindings: string[]; writes?: string[]; }
 /** One WebAssembly call: the export and its arguments (expressions; ptr(x) is tensor x's address). */
 export interface CallSpec { export: string; args: string[]; }
 
@@ -82,6 +85,7 @@ export function readMetadata(file: string, variant: Variant): VariantMetadata {
     }
     if (!op.outputs) bad(`op ${name} has no "outputs"`);
     if (variant === "webgpu-wgsl" && !Array.isArray(op.dispatches)) bad(`op ${name} has no "dispatches"`);
+    for (const w of (op.dispatches ?? []).flatMap((d) => d.writes ?? [])) if (w in op.inputs) bad(`op ${name}: a dispatch writes input ${w}; inputs are read-only`);
     if (variant === "cpu-wasm" && !op.call) bad(`op ${name} has no "call"`);
   }
   for (const [layer, op] of Object.entries(m.layers ?? {})) if (!m.ops[op]) bad(`layer ${layer} names op ${op}, which is not in "ops"`);

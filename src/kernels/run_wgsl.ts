@@ -3,7 +3,7 @@
  * WGSL after a prelude giving `pu(i)`/`pf(i)` parameter reads and a `<input>_DTYPE` constant per
  * input) and recorded on the webgpu device's dispatcher like a built-in kernel. Binding 0 is the
  * parameter block; bindings 1… are the tensors the dispatch lists, every one as array<u32>
- * (inputs read-only; outputs and temps read-write). Element offsets are passed as parameters
+ * (read-write where the dispatch `writes` them, else read-only; inputs are never written). Element offsets are passed as parameters
  * (offset(x)): views are bound whole, as by the built-in kernels.
  */
 import { fbits } from "../devices/webgpu/dispatch.js";
@@ -40,7 +40,7 @@ export function runWgsl(kernel: string, id: string, opName: string, op: OpSpec, 
       const groups = d.workgroups.map((e) => evaluate(e, call.scope)) as [number, number, number];
       if (groups.some((g) => g === 0)) return;
       if (groups.some((g) => g > 65535)) throw new RangeError(`kernel ${kernel}: op ${opName}: dispatch ${i} needs ${groups} workgroups (at most 65535 per dimension)`);
-      const access = d.bindings.map((n) => (n in call.inputs ? "read" : "write") as "read" | "write");
+      const access = d.bindings.map((n) => ((d.writes ? d.writes.includes(n) : !(n in call.inputs)) ? "write" : "read") as "read" | "write");
       const key = `hub:${id}:${opName}:${i}:${Object.values(call.inputs).map((t) => t.dtype).join(",")}`;
       const prog = dev.dispatcher.program(key, access, () => `${PRELUDE}${dtypes}\n${sources(d.source)}`);
       const params = d.params.map((p) => (p.startsWith("f32:") ? fbits(evaluate(p.slice(4), call.scope)) : evaluate(p, call.scope) >>> 0));
