@@ -9,7 +9,10 @@ import * as path from "node:path";
 import { after, before, test } from "node:test";
 import * as T from "../src/index.js";
 import { getKernel, lockEntry } from "../src/kernels/index.js";
-import { ROOT } from "./helpers/shared.js";
+import { execFile } from "node:child_process";
+import { promisify } from "node:util";
+import { fixtureExpected } from "./helpers/fixture_checks.js";
+import { CLI, missing, ROOT, TINY } from "./helpers/shared.js";
 import { startMockHub, type MockHub } from "./helpers/mock_hub.js";
 
 const tmp = mkdtempSync(path.join(tmpdir(), "tsorch-kernels-"));
@@ -80,4 +83,33 @@ test("the sandbox rule: native code and non-WGSL/WASM variants are refused", asy
     /kernel org\/native ships native code \(build\/cpu-wasm\/librmsnorm.so\); tsorch loads only WGSL and WebAssembly kernels/);
   await assert.rejects(getKernel("org/cuda", opts()),
     /kernel org\/cuda has build variant torch28-cxx11-cu128-x86_64-linux; tsorch loads only webgpu-wgsl, cpu-wasm/);
+});
+
+test("tsorch kernels lock / download: pins revision and file hashes; download fills an empty cache", async () => {
+  const run = promisify(execFile);
+  const env = (cache: string) => ({ ...process.env, HF_ENDPOINT: hub.url, HF_HUB_CACHE: path.join(tmp, cache) });
+  const file = path.join(tmp, "kernels.lock");
+  const out = await run(process.execPath, [CLI, "kernels", "lock", "org/rmsnorm@1", "--file", file], { env: env("cli-cache") });
+  assert.match(out.stdout, new RegExp(`org/rmsnorm: ${hub.commit("org/rmsnorm", "v1")} \\(version 1, 6 files\\)`));
+  const lock = JSON.parse(readFileSync(file, "utf8"));
+  assert.equal(lock["org/rmsnorm"].revision, hub.commit("org/rmsnorm", "v1"));
+  assert.match(lock["org/rmsnorm"].files["build/cpu-wasm/rmsnorm.wasm"], /^[0-9a-f]{64}$/);
+  const n = hub.requests.length;
+  const dl = await run(process.execPath, [CLI, "kernels", "download", "--file", file], { env: env("cli-cache-2") });
+  assert.match(dl.stdout, /org\/rmsnorm: [0-9a-f]{40} -> .*cli-cache-2/);
+  assert.ok(hub.requests.length > n);
+  const k = await getKernel("org/rmsnorm", { cacheDir: path.join(tmp, "cli-cache-2"), lock: file });
+  assert.equal(k.version, 1);
+});
+
+test("tsorch generate --kernel MoE=DIR (repeatable) gives transformers' greedy ids", async (t) => {
+  const dir = path.join(TINY, "qwen3_moe");
+  const skip = missing(dir);
+  if (skip) return t.skip(skip);
+  const e = fixtureExpected("qwen3_moe");
+  const k = (name: string) => path.join(ROOT, "hub-kernels", name);
+  const { stdout, stderr } = await promisify(execFile)(process.execPath, [CLI, "generate", "--model", dir, "--input-ids", e.input_ids[0].join(","),
+    "--max-new-tokens", String(e.greedy.max_new_tokens), "--output", "json", "--kernel", `MoE=${k("moe-grouped-gemm")}`, "--kernel", `RMSNorm=${k("rmsnorm")}`]);
+  assert.deepEqual(JSON.parse(stdout).new_token_ids, e.greedy.single[0]);
+  assert.equal(stderr, "");
 });

@@ -10,10 +10,12 @@ import { DecodeStream } from "../transformers/decode_stream.js";
 import { PreTrainedTokenizer } from "../transformers/tokenization.js";
 import type { PreTrainedModel } from "../transformers/modeling_utils.js";
 import { numberFlag, parseFlags, parseIdLists, UsageError } from "./args.js";
+import { kernelizeFromFlags } from "./kernels.js";
 
 const MODEL_FLAGS = {
   model: { type: "string" }, device: { type: "string" }, dtype: { type: "string" },
   "input-ids": { type: "string" }, output: { type: "string" }, revision: { type: "string" },
+  kernel: { type: "string", multiple: true },
 } as const;
 
 export const GENERATE_USAGE = `usage: tsorch generate --model DIR_OR_HUB_ID [--prompt TEXT | --input-ids 1,2,3[;4,5,6]] [options]
@@ -24,6 +26,7 @@ export const GENERATE_USAGE = `usage: tsorch generate --model DIR_OR_HUB_ID [--p
   --cache static|dynamic
   --device cpu|webgpu  --dtype float32|bfloat16|float16|auto
   --output text|json   json prints {"new_token_ids": [...], "text": "..."}
+  --kernel LAYER=DIR_OR_REPO[@version]   swap a layer's forward for a hub kernel (repeatable; README "Kernels")
 The prompt is read from stdin when --prompt and --input-ids are absent.`;
 
 export const FORWARD_USAGE = `usage: tsorch forward --model DIR_OR_HUB_ID --input-ids 1,2,3[;4,5,6] [--device D] [--dtype T] --output json
@@ -38,6 +41,7 @@ async function loadModel(values: Record<string, unknown>): Promise<{ model: PreT
   if (typeof values.model !== "string") throw new UsageError("--model is required (a folder or a Hub id such as org/name)");
   const dir = await resolveModel(values.model, { revision: values.revision as string | undefined });
   const model = await AutoModelForCausalLM.fromPretrained(dir, { device: values.device as string | undefined, dtype: values.dtype as string | undefined });
+  if (values.kernel) await kernelizeFromFlags(model, values.kernel as string[], String(values.device ?? "cpu").split(":")[0]);
   return { model, dir };
 }
 

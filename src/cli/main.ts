@@ -7,11 +7,13 @@ import "../devices/builtin.js";
 import { conformanceCommand, CONFORMANCE_USAGE } from "./conformance.js";
 import { forwardCommand, FORWARD_USAGE, generateCommand, GENERATE_USAGE } from "./generate.js";
 import { UsageError } from "./args.js";
+import { kernelsCommand, KERNELS_USAGE } from "./kernels.js";
 
 const COMMANDS: Record<string, { run: (argv: string[]) => Promise<void>; usage: string }> = {
   generate: { run: generateCommand, usage: GENERATE_USAGE },
   forward: { run: forwardCommand, usage: FORWARD_USAGE },
   conformance: { run: conformanceCommand, usage: CONFORMANCE_USAGE },
+  kernels: { run: kernelsCommand, usage: KERNELS_USAGE },
 };
 
 const USAGE = `usage: tsorch <command> [options]
@@ -19,6 +21,7 @@ commands:
   generate   generate text from a Hugging Face checkpoint (folder or Hub id)
   forward    print the logits of a forward pass as JSON
   conformance  check every op of a device against float64 references
+  kernels    lock / download hub kernels (kernels.lock)
 Run \`tsorch <command> --help\` for its options.`;
 
 async function main(argv: string[]): Promise<number> {
