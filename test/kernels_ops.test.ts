@@ -94,3 +94,19 @@ test("moe-grouped-gemm: moe equals the built-in experts (ragged groups, an unuse
     }
   });
 });
+
+test("webgpu built-in gatherLinear over stacked expert weights (one grouped pass) equals the cpu; a bad index is reported", async (t) => {
+  process.env.XDG_RUNTIME_DIR ??= "/tmp/xdg-runtime";
+  const dev = await webgpuOrSkip(t);
+  if (!dev) return;
+  const E = 6, N = 70, K = 48, M = 53;
+  const stacked = T.mul(rand([E, N, K], 9), 0.3).to("bfloat16");
+  const idx = T.tensor(Int32Array.from({ length: M }, (_, m) => (m * 7) % 5), { dtype: "int64" }); // expert 5 unused
+  const x = rand([M, K], 10);
+  const w = (s: T.Tensor) => Array.from({ length: E }, (_, e) => s.select(0, e));
+  const want = T.gatherLinear(x, w(stacked), idx);
+  const sg = await stacked.toAsync(dev);
+  await close(T.gatherLinear(await x.toAsync(dev), w(sg), await idx.toAsync(dev)), want);
+  const bad = await T.tensor([0, 7, 1], { dtype: "int64" }).toAsync(dev);
+  await assert.rejects(T.gatherLinear(await rand([3, K], 11).toAsync(dev), w(sg), bad).data(), /7.*out of range|out of range.*7/);
+});

@@ -12,8 +12,7 @@ import type { Module } from "../nn/module.js";
 import { RMSNorm } from "../nn/layers.js";
 import { SiluAndMul } from "../nn/mlp.js";
 import { routeTopK, SparseMoeBlock } from "../nn/moe.js";
-import { cat, stack } from "../tensor/ops.js";
-import { keep, tidy } from "../tensor/scope.js";
+import { tidy } from "../tensor/scope.js";
 import type { Tensor } from "../tensor/tensor.js";
 import type { Kernel } from "./kernel.js";
 
@@ -32,33 +31,11 @@ export const LAYER_CONTRACTS: Record<string, LayerBinder> = {
   MoE: (m, kernel, op) => {
     if (!(m instanceof SparseMoeBlock)) return "not a SparseMoeBlock module";
     if (m.o.hiddenAct !== "silu") return `its activation is ${m.o.hiddenAct}, the MoE contract is silu`;
-    const { gateUp, down } = stackExperts(m);
     return (x) => tidy(() => {
+      const { gateUp, down } = m.stackedExperts();
       const [B, L, H] = x.shape, flat = x.reshape(B * L, H);
       const { weights, indices } = routeTopK(m.gate.forward(flat), m.o.topK, m.o.normTopkProb);
       return kernel.call(op, [flat, weights, indices.to("int32"), gateUp, down]).view(B, L, H);
     });
   },
 };
-
-/**
- * Stack the experts' weights of `m` once — gate_up [E, 2I, H], down [E, H, I], in the dtype they
- * were loaded in — and point each expert's parameters at views of the stacks, so no weight is held
- * twice.
- */
-function stackExperts(m: SparseMoeBlock<Module>): { gateUp: Tensor; down: Tensor } {
-  const p = m.experts.items.map(m.projections);
-  const [gateUp, down] = tidy(() => [
-    stack(p.map((q) => cat([q.gate.weight.value, q.up.weight.value], 0))),
-    stack(p.map((q) => q.down.weight.value)),
-  ]);
-  keep(gateUp);
-  keep(down);
-  const I = p[0].gate.weight.shape[0];
-  p.forEach((q, e) => {
-    q.gate.weight.set(gateUp.select(0, e).narrow(0, 0, I));
-    q.up.weight.set(gateUp.select(0, e).narrow(0, I, I));
-    q.down.weight.set(down.select(0, e));
-  });
-  return { gateUp, down };
-}

@@ -1,0 +1,127 @@
+/**
+ * gatherLinear in one grouped pass when the expert weights are slices of one buffer at a uniform
+ * stride (nn's SparseMoeBlock stacks them so): a sort dispatch groups the M rows by expert
+ * (counting sort in one workgroup; each group cut into tiles of up to 16 rows, TILES[0] = count,
+ * then (expert, first sorted position, rows)), then one GEMM dispatch computes every tile — row
+ * tiles of all experts together, each against its own expert's weight. Two dispatches per call,
+ * whatever the number of experts. An expert index outside [0, E) is reported through the device
+ * status block (as by the per-expert path) and its row is zeroed.
+ */
+import type { Tensor } from "../../../tensor/tensor.js";
+import { STATUS_GATHER_LINEAR } from "../device.js";
+import { bufferOf, deviceOf } from "./common.js";
+import { binding, LIBRARY, loader } from "./wgsl.js";
+
+const TM = 16;
+
+/** The uniform element stride between consecutive experts' weights in one buffer, or null. */
+export function expertStride(w: Tensor[]): number | null {
+  if (w.length < 2) return null;
+  const stride = w[1].offset - w[0].offset;
+  if (stride < w[0].numel) return null;
+  return w.every((we, e) => we.storage === w[0].storage && we.offset === w[0].offset + e * stride) ? stride : null;
+}
+
+const SORT = /* wgsl */ `
+@group(0) @binding(1) var<storage, read> IDX: array<u32>;
+@group(0) @binding(2) var<storage, read_write> TILES: array<u32>;
+@group(0) @binding(3) var<storage, read_write> SORTED: array<u32>;
+@group(0) @binding(4) var<storage, read_write> status: array<atomic<u32>>;
+var<workgroup> cnt: array<atomic<u32>, 1025>;
+fn expert_of(m: u32) -> u32 {
+  let at = 2u * (pu(2u) + m);
+  let lo = IDX[at]; let hi = IDX[at + 1u];
+  if (hi != 0u || lo >= pu(1u)) {
+    if (atomicExchange(&status[0], ${STATUS_GATHER_LINEAR}u) == 0u) {
+      atomicStore(&status[1], lo); atomicStore(&status[2], hi); atomicStore(&status[3], pu(1u));
+    }
+    return pu(1u);
+  }
+  return lo;
+}
+@compute @workgroup_size(256) fn main(@builtin(local_invocation_index) lid: u32) {
+  let M = pu(0u); let E = pu(1u) + 1u; // group E collects rows with a bad index (zeroed)
+  for (var e = lid; e < E; e = e + 256u) { atomicStore(&cnt[e], 0u); }
+  workgroupBarrier();
+  for (var m = lid; m < M; m = m + 256u) { atomicAdd(&cnt[expert_of(m)], 1u); }
+  workgroupBarrier();
+  if (lid == 0u) {
+    var at = 0u; var nt = 0u;
+    for (var e = 0u; e < E; e = e + 1u) {
+      let c = atomicLoad(&cnt[e]);
+      for (var s = 0u; s < c; s = s + ${TM}u) {
+        TILES[1u + 3u * nt] = e; TILES[2u + 3u * nt] = at + s; TILES[3u + 3u * nt] = min(${TM}u, c - s);
+        nt = nt + 1u;
+      }
+      atomicStore(&cnt[e], at);
+      at = at + c;
+    }
+    TILES[0] = nt;
+  }
+  workgroupBarrier();
+  for (var m = lid; m < M; m = m + 256u) { SORTED[atomicAdd(&cnt[expert_of(m)], 1u)] = m; }
+}`;
+
+function gemmSource(wd: Tensor["dtype"]): string {
+  return `${LIBRARY}
+@group(0) @binding(1) var<storage, read> X: array<f32>;
+${binding(2, "w", "read")}${loader("w", wd)}
+@group(0) @binding(3) var<storage, read> TILES: array<u32>;
+@group(0) @binding(4) var<storage, read> SORTED: array<u32>;
+@group(0) @binding(5) var<storage, read_write> Y: array<f32>;
+var<workgroup> Xs: array<f32, ${TM * 33}>;
+var<workgroup> Ws: array<f32, ${64 * 33}>;
+@compute @workgroup_size(256) fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+  let t = wid.y;
+  if (t >= TILES[0]) { return; }
+  let N = pu(0u); let K = pu(1u); let E = pu(2u);
+  let e = TILES[1u + 3u * t]; let row0 = TILES[2u + 3u * t]; let rows = TILES[3u + 3u * t];
+  let n0 = wid.x * 64u;
+  let tx = lid % 16u; let ty = lid / 16u;
+  let wbase = pu(4u) + min(e, E - 1u) * pu(5u);
+  var acc = vec4<f32>(0.0);
+  for (var k0 = 0u; k0 < K; k0 = k0 + 32u) {
+    for (var q = 0u; q < 2u; q = q + 1u) {
+      let i = lid + q * 256u; let rr = i / 32u; let kk = i % 32u;
+      var v = 0.0;
+      if (rr < rows && k0 + kk < K) { v = X[pu(3u) + SORTED[row0 + rr] * K + k0 + kk]; }
+      Xs[rr * 33u + kk] = v;
+    }
+    for (var q = 0u; q < 8u; q = q + 1u) {
+      let i = lid + q * 256u; let nn = i / 32u; let kk = i % 32u;
+      var v = 0.0;
+      if (n0 + nn < N && k0 + kk < K) { v = ld_w(wbase + (n0 + nn) * K + k0 + kk); }
+      Ws[nn * 33u + kk] = v;
+    }
+    workgroupBarrier();
+    for (var kk = 0u; kk < 32u; kk = kk + 1u) {
+      let c = tx * 4u * 33u + kk;
+      acc = fma(vec4<f32>(Xs[ty * 33u + kk]), vec4<f32>(Ws[c], Ws[c + 33u], Ws[c + 66u], Ws[c + 99u]), acc);
+    }
+    workgroupBarrier();
+  }
+  if (ty >= rows) { return; }
+  let m = SORTED[row0 + ty];
+  let y = select(acc, vec4<f32>(0.0), e >= E);
+  for (var j = 0u; j < 4u; j = j + 1u) {
+    let n = n0 + tx * 4u + j;
+    if (n < N) { Y[pu(6u) + m * N + n] = y[j]; }
+  }
+}`;
+}
+
+/** out[m] = x[m] @ w[idx[m]]^T for weights `w` that are slices of one buffer `stride` elements apart (E <= 1024). */
+export function groupedGatherLinear(x: Tensor, w: Tensor[], idx: Tensor, out: Tensor, stride: number): void {
+  const dev = deviceOf(out);
+  const [M, K] = x.shape, N = w[0].shape[0], E = w.length;
+  const maxTiles = Math.ceil(M / TM) + E + 1;
+  if (maxTiles > 65535) throw new RangeError(`webgpu: gather_linear over ${M} rows and ${E} experts needs more than 65535 row tiles`);
+  const tiles = dev.allocate((1 + 3 * maxTiles) * 4), sorted = dev.allocate(Math.max(1, M) * 4);
+  const sort = dev.dispatcher.program("gather_linear_sort", ["read", "write", "write", "write"], () => `${LIBRARY}${SORT}`);
+  dev.dispatcher.dispatch(sort, [bufferOf(idx), tiles.handle as GPUBuffer, sorted.handle as GPUBuffer, dev.status], [M, E, idx.offset], [1, 1, 1]);
+  const gemm = dev.dispatcher.program(`gather_linear_grouped:${w[0].dtype}`, ["read", "read", "read", "read", "write"], () => gemmSource(w[0].dtype));
+  dev.dispatcher.dispatch(gemm, [bufferOf(x), bufferOf(w[0]), tiles.handle as GPUBuffer, sorted.handle as GPUBuffer, bufferOf(out)],
+    [N, K, E, x.offset, w[0].offset, stride, out.offset], [Math.ceil(N / 64), maxTiles, 1]);
+  dev.release(tiles);
+  dev.release(sorted);
+}
