@@ -148,6 +148,7 @@ export function bindCall(kernel: string, opName: string, op: OpSpec, args: (Tens
     names,
     fns: {
       numel: (n) => tensorOf(n).numel,
+      offset: (n) => tensorOf(n).offset,
       dtype: (n) => DTYPE_CODE[tensorOf(n).dtype],
       ...extraFns,
     },

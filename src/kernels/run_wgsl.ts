@@ -22,7 +22,7 @@ fn pf(i: u32) -> f32 { return bitcast<f32>(pu(i)); }
 
 /** Run op `opName` (`op`) of kernel `kernel` (its id keys the compiled pipelines) on webgpu tensors. */
 export function runWgsl(kernel: string, id: string, opName: string, op: OpSpec, sources: (file: string) => string, args: (Tensor | number)[]): Record<string, Tensor> {
-  const call = bindCall(kernel, opName, op, args, { offset: () => 0 });
+  const call = bindCall(kernel, opName, op, args);
   const tensors = Object.values(call.inputs);
   if (tensors.some((t) => t.device.type !== "webgpu")) {
     throw new Error(`kernel ${kernel}: op ${opName} (webgpu-wgsl) got tensors on ${tensors.map((t) => t.device.name).join(", ")}`);

@@ -5,7 +5,10 @@
  * then (expert, first sorted position, rows)), then one GEMM dispatch computes every tile — row
  * tiles of all experts together, each against its own expert's weight. Two dispatches per call,
  * whatever the number of experts. An expert index outside [0, E) is reported through the device
- * status block (as by the per-expert path) and its row is zeroed.
+ * status block (as by the per-expert path) and its row is zeroed. The GEMM gives each invocation
+ * one output column and streams that weight row once per tile, reading the tile's input rows as
+ * uniform loads: on GPUs and on CPU rasterizers (lavapipe) alike this beats staging tiles in
+ * workgroup memory when tiles have few rows, as in decoding.
  */
 import type { Tensor } from "../../../tensor/tensor.js";
 import { STATUS_GATHER_LINEAR } from "../device.js";
@@ -62,50 +65,54 @@ fn expert_of(m: u32) -> u32 {
   for (var m = lid; m < M; m = m + 256u) { SORTED[atomicAdd(&cnt[expert_of(m)], 1u)] = m; }
 }`;
 
-function gemmSource(wd: Tensor["dtype"]): string {
+/**
+ * The grouped GEMM: workgroup (x, y) takes row tile y (up to 16 rows of one expert); each
+ * invocation owns one output column n and streams its weight row once for all the tile's rows,
+ * which every invocation reads alike (uniform loads). `v8`: K % 8 == 0 and 8-aligned weight
+ * offsets, so weights load 8 at a time (one vec4<u32> of float16/bfloat16, two of float32).
+ */
+function gemmSource(wd: Tensor["dtype"], v8: boolean): string {
+  const unpack = wd === "float32"
+    ? "return mat2x4<f32>(bitcast<vec4<f32>>(W4[e / 4u]), bitcast<vec4<f32>>(W4[e / 4u + 1u]));"
+    : wd === "bfloat16"
+      ? `let v = W4[e / 8u];
+  return mat2x4<f32>(bitcast<vec4<f32>>(vec4<u32>(v.x << 16u, v.x & 0xffff0000u, v.y << 16u, v.y & 0xffff0000u)),
+                     bitcast<vec4<f32>>(vec4<u32>(v.z << 16u, v.z & 0xffff0000u, v.w << 16u, v.w & 0xffff0000u)));`
+      : `let v = W4[e / 8u];
+  return mat2x4<f32>(vec4<f32>(unpack2x16float(v.x), unpack2x16float(v.y)), vec4<f32>(unpack2x16float(v.z), unpack2x16float(v.w)));`;
+  const loop = v8 ? `for (var k = 0u; k < K; k = k + 8u) {
+    let w = w8(wb + k);
+    for (var r = 0u; r < rows; r = r + 1u) {
+      let xb = xrow[r] + k;
+      acc[r] = acc[r] + dot(vec4<f32>(X[xb], X[xb + 1u], X[xb + 2u], X[xb + 3u]), w[0]) + dot(vec4<f32>(X[xb + 4u], X[xb + 5u], X[xb + 6u], X[xb + 7u]), w[1]);
+    }
+  }` : `for (var k = 0u; k < K; k = k + 1u) {
+    let w = ld_w(wb + k);
+    for (var r = 0u; r < rows; r = r + 1u) { acc[r] = fma(X[xrow[r] + k], w, acc[r]); }
+  }`;
   return `${LIBRARY}
 @group(0) @binding(1) var<storage, read> X: array<f32>;
-${binding(2, "w", "read")}${loader("w", wd)}
+${v8 ? "@group(0) @binding(2) var<storage, read> W4: array<vec4<u32>>;" : `${binding(2, "w", "read")}${loader("w", wd)}`}
 @group(0) @binding(3) var<storage, read> TILES: array<u32>;
 @group(0) @binding(4) var<storage, read> SORTED: array<u32>;
 @group(0) @binding(5) var<storage, read_write> Y: array<f32>;
-var<workgroup> Xs: array<f32, ${TM * 33}>;
-var<workgroup> Ws: array<f32, ${64 * 33}>;
-@compute @workgroup_size(256) fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+${v8 ? `fn w8(e: u32) -> mat2x4<f32> {
+  ${unpack}
+}` : ""}
+@compute @workgroup_size(64) fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
   let t = wid.y;
   if (t >= TILES[0]) { return; }
   let N = pu(0u); let K = pu(1u); let E = pu(2u);
   let e = TILES[1u + 3u * t]; let row0 = TILES[2u + 3u * t]; let rows = TILES[3u + 3u * t];
-  let n0 = wid.x * 64u;
-  let tx = lid % 16u; let ty = lid / 16u;
-  let wbase = pu(4u) + min(e, E - 1u) * pu(5u);
-  var acc = vec4<f32>(0.0);
-  for (var k0 = 0u; k0 < K; k0 = k0 + 32u) {
-    for (var q = 0u; q < 2u; q = q + 1u) {
-      let i = lid + q * 256u; let rr = i / 32u; let kk = i % 32u;
-      var v = 0.0;
-      if (rr < rows && k0 + kk < K) { v = X[pu(3u) + SORTED[row0 + rr] * K + k0 + kk]; }
-      Xs[rr * 33u + kk] = v;
-    }
-    for (var q = 0u; q < 8u; q = q + 1u) {
-      let i = lid + q * 256u; let nn = i / 32u; let kk = i % 32u;
-      var v = 0.0;
-      if (n0 + nn < N && k0 + kk < K) { v = ld_w(wbase + (n0 + nn) * K + k0 + kk); }
-      Ws[nn * 33u + kk] = v;
-    }
-    workgroupBarrier();
-    for (var kk = 0u; kk < 32u; kk = kk + 1u) {
-      let c = tx * 4u * 33u + kk;
-      acc = fma(vec4<f32>(Xs[ty * 33u + kk]), vec4<f32>(Ws[c], Ws[c + 33u], Ws[c + 66u], Ws[c + 99u]), acc);
-    }
-    workgroupBarrier();
-  }
-  if (ty >= rows) { return; }
-  let m = SORTED[row0 + ty];
-  let y = select(acc, vec4<f32>(0.0), e >= E);
-  for (var j = 0u; j < 4u; j = j + 1u) {
-    let n = n0 + tx * 4u + j;
-    if (n < N) { Y[pu(6u) + m * N + n] = y[j]; }
+  let n = wid.x * 64u + lid;
+  if (n >= N) { return; }
+  var xrow: array<u32, ${TM}>;
+  for (var r = 0u; r < rows; r = r + 1u) { xrow[r] = pu(3u) + SORTED[row0 + r] * K; }
+  var acc: array<f32, ${TM}>;
+  let wb = pu(4u) + min(e, E - 1u) * pu(5u) + n * K;
+  ${loop}
+  for (var r = 0u; r < rows; r = r + 1u) {
+    Y[pu(6u) + SORTED[row0 + r] * N + n] = select(acc[r], 0.0, e >= E);
   }
 }`;
 }
@@ -119,7 +126,8 @@ export function groupedGatherLinear(x: Tensor, w: Tensor[], idx: Tensor, out: Te
   const tiles = dev.allocate((1 + 3 * maxTiles) * 4), sorted = dev.allocate(Math.max(1, M) * 4);
   const sort = dev.dispatcher.program("gather_linear_sort", ["read", "write", "write", "write"], () => `${LIBRARY}${SORT}`);
   dev.dispatcher.dispatch(sort, [bufferOf(idx), tiles.handle as GPUBuffer, sorted.handle as GPUBuffer, dev.status], [M, E, idx.offset], [1, 1, 1]);
-  const gemm = dev.dispatcher.program(`gather_linear_grouped:${w[0].dtype}`, ["read", "read", "read", "read", "write"], () => gemmSource(w[0].dtype));
+  const v8 = K % 8 === 0 && w[0].offset % 8 === 0 && stride % 8 === 0;
+  const gemm = dev.dispatcher.program(`gather_linear_grouped:${w[0].dtype}:${v8}`, ["read", "read", "read", "read", "write"], () => gemmSource(w[0].dtype, v8));
   dev.dispatcher.dispatch(gemm, [bufferOf(x), bufferOf(w[0]), tiles.handle as GPUBuffer, sorted.handle as GPUBuffer, bufferOf(out)],
     [N, K, E, x.offset, w[0].offset, stride, out.offset], [Math.ceil(N / 64), maxTiles, 1]);
   dev.release(tiles);
