@@ -73,7 +73,7 @@ test("a download that sends headers and then no byte fails with a clear error", 
   process.env.HF_HUB_DOWNLOAD_TIMEOUT = "0.5";
   try {
     await assert.rejects(resolveModel(ID, { endpoint: hub.url, cacheDir: cache, progress: false }),
-      hubError(/downloading model\.safetensors of model tsorch-test\/timeouts failed at byte 0 of 262\d+: no data from http:\/\/127\.0\.0\.1:\d+\/tsorch-test\/timeouts\/resolve\/[0-9a-f]{40}\/model\.safetensors within 0\.5 s \(HF_HUB_DOWNLOAD_TIMEOUT\)/));
+      hubError(/downloading model\.safetensors of tsorch-test\/timeouts failed at byte 0 of 262\d+: no data from http:\/\/127\.0\.0\.1:\d+\/tsorch-test\/timeouts\/resolve\/[0-9a-f]{40}\/model\.safetensors within 0\.5 s \(HF_HUB_DOWNLOAD_TIMEOUT\)/));
   } finally {
     process.env.HF_HUB_DOWNLOAD_TIMEOUT = "5";
     await hub.close();

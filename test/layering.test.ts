@@ -12,9 +12,11 @@ import { ROOT } from "./helpers/shared.js";
 const SRC = path.join(ROOT, "src");
 
 /** DESIGN.md's layers, bottom first. conformance/ (the op checks over tensor/) sits beside nn/;
- * "index" is src/index.ts, the public entry point. */
+ * "index" is src/index.ts, the public entry point. One change from DESIGN.md's drawing: hub/ sits
+ * just below kernels/, because kernel repositories are fetched through the same Hugging Face cache
+ * and download code as models (issue 12); hub/ itself imports only devices/ and tensor/. */
 const RANK: Record<string, number> = {
-  devices: 0, tensor: 1, nn: 2, conformance: 2, compile: 3, distributed: 4, kernels: 5, hub: 6,
+  devices: 0, tensor: 1, nn: 2, conformance: 2, compile: 3, distributed: 4, hub: 4.5, kernels: 5,
   transformers: 7, diffusers: 8, serve: 9, cli: 10, browser: 11, index: 11,
 };
 

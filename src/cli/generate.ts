@@ -14,10 +14,12 @@ import { generateStream } from "../transformers/generation/utils.js";
 import { PreTrainedTokenizer } from "../transformers/index.js";
 import type { PreTrainedModel } from "../transformers/modeling_utils.js";
 import { numberFlag, parseFlags, parseIdLists, UsageError } from "./args.js";
+import { kernelizeFromFlags } from "./kernels.js";
 
 const MODEL_FLAGS = {
   model: { type: "string" }, device: { type: "string" }, dtype: { type: "string" },
   "input-ids": { type: "string" }, output: { type: "string" }, revision: { type: "string" },
+  kernel: { type: "string", multiple: true },
 } as const;
 
 export const GENERATE_USAGE = `usage: tsorch generate --model DIR_OR_HUB_ID [--prompt TEXT | --input-ids 1,2,3[;4,5,6]] [options]
@@ -29,6 +31,7 @@ export const GENERATE_USAGE = `usage: tsorch generate --model DIR_OR_HUB_ID [--p
   --cache static|dynamic
   --device cpu|webgpu  --dtype float32|bfloat16|float16|auto
   --output text|json   json prints {"new_token_ids": [...], "text": "...", "finish_reason": "eos|stop_string|length"}
+  --kernel LAYER=DIR_OR_REPO[@version]   swap a layer's forward for a hub kernel (repeatable; README "Kernels")
 Unset options come from the model's generation_config.json, then transformers' defaults (length:
 prompt + 20 tokens, at most max_position_embeddings). The prompt is read from stdin when --prompt
 and --input-ids are absent.`;
@@ -47,6 +50,7 @@ async function loadModel(values: Record<string, unknown>, beforeWeights?: (dir: 
   const dir = await resolveModel(values.model, { revision: values.revision as string | undefined });
   await beforeWeights?.(dir);
   const model = await AutoModelForCausalLM.fromPretrained(dir, { device: values.device as string | undefined, dtype: values.dtype as string | undefined });
+  if (values.kernel) await kernelizeFromFlags(model, values.kernel as string[], String(values.device ?? "cpu").split(":")[0]);
   return { model, dir };
 }
 

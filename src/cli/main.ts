@@ -11,6 +11,7 @@ import { conformanceCommand, CONFORMANCE_USAGE } from "./conformance.js";
 import { forwardCommand, FORWARD_USAGE, generateCommand, GENERATE_USAGE } from "./generate.js";
 import { UsageError } from "./args.js";
 import { serveCommand, SERVE_USAGE } from "./serve.js";
+import { kernelsCommand, KERNELS_USAGE } from "./kernels.js";
 
 const COMMANDS: Record<string, { run: (argv: string[]) => Promise<void>; usage: string }> = {
   generate: { run: generateCommand, usage: GENERATE_USAGE },
@@ -18,6 +19,7 @@ const COMMANDS: Record<string, { run: (argv: string[]) => Promise<void>; usage: 
   conformance: { run: conformanceCommand, usage: CONFORMANCE_USAGE },
   serve: { run: serveCommand, usage: SERVE_USAGE },
   bench: { run: benchCommand, usage: BENCH_USAGE },
+  kernels: { run: kernelsCommand, usage: KERNELS_USAGE },
 };
 
 /** The folder of the model the package ships (stories260K, MIT; see its README), used when
@@ -37,6 +39,7 @@ commands:
   conformance  check every op of a device against float64 references
   serve      an OpenAI-compatible server (continuous batching, paged KV cache)
   bench      bench serve: benchmark a running server
+  kernels    lock / download hub kernels (kernels.lock)
 Run \`tsorch <command> --help\` for its options.`;
 
 async function main(argv: string[]): Promise<number> {

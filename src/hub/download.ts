@@ -55,6 +55,29 @@ const MODEL_FILES = [
  * pass through.
  */
 export async function downloadModel(repoId: string, o: DownloadOptions): Promise<string> {
+  return downloadRepo(repoId, o, false, async (entries, fetchFirst, snapshot) => {
+    if (!entries.has("config.json")) throw new HubError(`model ${repoId} has no config.json on the Hub (revision ${o.revision})`);
+    const files = MODEL_FILES.filter((f) => entries.has(f));
+    if (entries.has(SAFETENSORS_INDEX_FILE)) {
+      await fetchFirst(SAFETENSORS_INDEX_FILE);
+      files.push(...new Set(Object.values(await readWeightMap(join(snapshot, SAFETENSORS_INDEX_FILE)))));
+    } else if (entries.has(SAFETENSORS_FILE)) {
+      files.push(SAFETENSORS_FILE);
+    } else {
+      throw new HubError(`model ${repoId} has no safetensors weights on the Hub: looked for ${SAFETENSORS_FILE} and ${SAFETENSORS_INDEX_FILE}`);
+    }
+    return files;
+  });
+}
+
+/**
+ * Download the files `choose` picks of repo `repoId` at `o.revision` into the cache (as
+ * downloadModel; used for kernel repositories too). `choose` sees every file of the revision
+ * (all folders when `recursive`), may fetch some first (e.g. an index naming the rest), and returns
+ * the files to fetch. Returns the snapshot folder.
+ */
+export async function downloadRepo(repoId: string, o: DownloadOptions, recursive: boolean,
+  choose: (entries: ReadonlyMap<string, ListFileEntry>, fetchFirst: (file: string) => Promise<void>, snapshot: string) => Promise<string[]>): Promise<string> {
   const metadataFetch = fetchWithIdleTimeout(o.fetch, o.timeouts.metadataMs, ETAG_TIMEOUT_ENV);
   const dataFetch = fetchWithIdleTimeout(o.fetch, o.timeouts.downloadMs, DOWNLOAD_TIMEOUT_ENV);
   const hub = { repo: { type: "model" as const, name: repoId }, hubUrl: o.endpoint, accessToken: o.accessToken, fetch: metadataFetch };
@@ -64,17 +87,17 @@ export async function downloadModel(repoId: string, o: DownloadOptions): Promise
   const snapshot = snapshotFolder(repoFolder, commit);
 
   const entries = new Map<string, ListFileEntry>();
-  for await (const entry of listFiles({ ...hub, revision: commit })) entries.set(entry.path, entry);
+  for await (const entry of listFiles({ ...hub, revision: commit, recursive })) if (entry.type === "file") entries.set(entry.path, entry);
   const entry = (file: string) => {
     const e = entries.get(file);
-    if (!e) throw new HubError(`model ${repoId} has no file ${file} on the Hub (revision ${o.revision})`);
+    if (!e) throw new HubError(`${repoId} has no file ${file} on the Hub (revision ${o.revision})`);
     return e;
   };
   const fetchToCache = async (file: string, onBytes: (n: number) => void) => {
     const e = entry(file);
     // Blob name as huggingface_hub chooses it: sha256 for LFS/Xet files, else the git blob sha1.
     const etag = e.lfs?.oid ?? e.xetHash ?? e.oid;
-    if (!etag) throw new HubError(`the Hub gave no hash for ${file} of model ${repoId}`);
+    if (!etag) throw new HubError(`the Hub gave no hash for ${file} of ${repoId}`);
     if (existsSync(join(snapshot, file))) {
       onBytes(e.size);
       return;
@@ -83,25 +106,15 @@ export async function downloadModel(repoId: string, o: DownloadOptions): Promise
     if (!existsSync(blob)) {
       const info = await fileDownloadInfo({ ...hub, path: file, revision: commit });
       const data = info && await downloadFile({ ...hub, fetch: dataFetch, path: file, revision: commit, downloadInfo: info });
-      if (!data) throw new HubError(`model ${repoId} has no file ${file} on the Hub (revision ${o.revision})`);
+      if (!data) throw new HubError(`${repoId} has no file ${file} on the Hub (revision ${o.revision})`);
       await mkdir(dirname(blob), { recursive: true });
-      await downloadResuming(data, `${blob}.incomplete`, e.size, `${file} of model ${repoId}`, onBytes);
+      await downloadResuming(data, `${blob}.incomplete`, e.size, `${file} of ${repoId}`, onBytes);
       await rename(`${blob}.incomplete`, blob);
     }
     await linkBlob(repoFolder, commit, file, etag);
   };
 
-  if (!entries.has("config.json")) throw new HubError(`model ${repoId} has no config.json on the Hub (revision ${o.revision})`);
-  const files = MODEL_FILES.filter((f) => entries.has(f));
-  if (entries.has(SAFETENSORS_INDEX_FILE)) {
-    await fetchToCache(SAFETENSORS_INDEX_FILE, () => {});
-    files.push(...new Set(Object.values(await readWeightMap(join(snapshot, SAFETENSORS_INDEX_FILE)))));
-  } else if (entries.has(SAFETENSORS_FILE)) {
-    files.push(SAFETENSORS_FILE);
-  } else {
-    throw new HubError(`model ${repoId} has no safetensors weights on the Hub: looked for ${SAFETENSORS_FILE} and ${SAFETENSORS_INDEX_FILE}`);
-  }
-
+  const files = await choose(entries, (f) => fetchToCache(f, () => {}), snapshot);
   const total = files.reduce((sum, f) => sum + entry(f).size, 0);
   const bar = o.progress && process.stderr.isTTY ? startProgressBar(repoId, total) : undefined;
   try {

@@ -8,3 +8,4 @@ export * from "./mlp.js";
 export * from "./moe.js";
 export * from "./gated_deltanet.js";
 export * from "./rotary.js";
+export * from "./kernel_hub.js";

@@ -5,6 +5,7 @@
  */
 import { embedding, layerNorm, linear, rmsNorm } from "../tensor/ops.js";
 import type { Tensor } from "../tensor/tensor.js";
+import { useKernelForwardFromHub } from "./kernel_hub.js";
 import { Module, type Parameter } from "./module.js";
 
 /** y = x W^T + b; weight [out, in], bias [out] (torch.nn.Linear). */
@@ -47,6 +48,7 @@ export class RMSNorm extends Module {
     return rmsNorm(x, this.weight.value, this.eps, this.offset);
   }
 }
+useKernelForwardFromHub("RMSNorm")(RMSNorm);
 
 /** LayerNorm with weight and bias (torch.nn.LayerNorm with elementwise_affine). */
 export class LayerNorm extends Module {

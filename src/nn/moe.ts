@@ -4,13 +4,16 @@
  * router `gate` scores the experts, softmax (float32) -> top-k -> optional renormalisation, and each
  * token's output is the routing-weighted sum of its selected experts' gated MLPs
  * down(act(gate(x)) * up(x)). Routing stays on the device: the experts are applied with
- * `gatherLinear`, which picks each row's expert weight without reading indices on the host.
+ * `gatherLinear`, which picks each row's expert weight without reading indices on the host. The
+ * experts' weights are stacked into one tensor per projection on first use (each expert's
+ * parameters then view it), so a device can run all experts in one grouped GEMM.
  */
-import { div, gatherLinear, mul, softmax, sum, topk } from "../tensor/ops.js";
-import { tidy } from "../tensor/scope.js";
+import { cat, div, gatherLinear, mul, softmax, stack, sum, topk } from "../tensor/ops.js";
+import { keep, tidy } from "../tensor/scope.js";
 import type { Tensor } from "../tensor/tensor.js";
 import { activation, type Activation } from "./activations.js";
 import { Linear } from "./layers.js";
+import { useKernelForwardFromHub } from "./kernel_hub.js";
 import { Module, ModuleList } from "./module.js";
 
 /** The gate, up and down projections of one expert (named as its checkpoint names them). */
@@ -34,8 +37,9 @@ export class SparseMoeBlock<E extends Module> extends Module {
   readonly gate: Linear;
   readonly experts: ModuleList<E>;
   private readonly act: Activation;
+  private stacked?: { gateUp: Tensor; down: Tensor };
 
-  constructor(private readonly o: SparseMoeOptions, makeExpert: () => E, private readonly projections: ExpertProjections<E>) {
+  constructor(readonly o: SparseMoeOptions, makeExpert: () => E, readonly projections: ExpertProjections<E>) {
     super();
     this.gate = this.module("gate", new Linear(o.hiddenSize, o.numExperts, false));
     this.experts = this.module("experts", new ModuleList(Array.from({ length: o.numExperts }, makeExpert)));
@@ -53,13 +57,39 @@ export class SparseMoeBlock<E extends Module> extends Module {
     // One row per (token, selected expert): [T * k, H] with its expert index.
     const rows = flat.unsqueeze(1).expand(T, k, H).reshape(T * k, H);
     const idx = indices.reshape(T * k);
+    this.stackedExperts();
     const p = this.experts.items.map(this.projections);
     const w = (pick: (q: (typeof p)[number]) => Linear) => p.map((q) => pick(q).weight.value);
     const h = mul(this.act(gatherLinear(rows, w((q) => q.gate), idx)), gatherLinear(rows, w((q) => q.up), idx));
     const y = gatherLinear(h, w((q) => q.down), idx).view(T, k, H);
     return sum(mul(y, weights.unsqueeze(2)), 1).view(B, L, H);
   }
+
+  /**
+   * The experts' weights stacked, in the dtype they were loaded in: gate_up [E, 2I, H] (expert e's
+   * gate in rows 0..I, up in rows I..2I) and down [E, H, I]. Made once (again after the parameters
+   * were replaced, e.g. moved by `to`); each expert's parameters are then views of the stacks, so
+   * no weight is held twice.
+   */
+  stackedExperts(): { gateUp: Tensor; down: Tensor } {
+    const p = this.experts.items.map(this.projections);
+    const s = this.stacked;
+    if (s && p.every((q) => q.gate.weight.value.storage === s.gateUp.storage && q.up.weight.value.storage === s.gateUp.storage && q.down.weight.value.storage === s.down.storage)) return s;
+    const [gateUp, down] = tidy(() => [
+      stack(p.map((q) => cat([q.gate.weight.value, q.up.weight.value], 0))),
+      stack(p.map((q) => q.down.weight.value)),
+    ]);
+    const I = p[0].gate.weight.shape[0];
+    p.forEach((q, e) => {
+      q.gate.weight.set(gateUp.select(0, e).narrow(0, 0, I));
+      q.up.weight.set(gateUp.select(0, e).narrow(0, I, I));
+      q.down.weight.set(down.select(0, e));
+    });
+    this.stacked = { gateUp: keep(gateUp), down: keep(down) };
+    return this.stacked;
+  }
 }
+useKernelForwardFromHub("MoE")(SparseMoeBlock);
 
 /**
  * Top-k routing of router logits [T, E]: softmax in float32, the k largest probabilities (largest

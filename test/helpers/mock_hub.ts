@@ -5,7 +5,8 @@
  *   GET /api/models/{org}/{name}/tree/{rev}       file list with oid/size/lfs (listFiles)
  *   GET /{org}/{name}/resolve/{rev}/{file}        file bytes; Range → 206 + Content-Range; headers
  *                                                 ETag, X-Repo-Commit, and X-Linked-Etag/-Size for LFS
- * {rev} is "main" or the repo's commit. *.safetensors files are LFS files (etag = sha256), others
+ * {rev} is "main" or the repo's commit; a repo given as { branches } (kernel repositories) serves each
+ * branch from its own folder, files in subfolders included, at its own commit. *.safetensors files are LFS files (etag = sha256), others
  * regular git files (etag = git blob sha1), as on the real Hub. Unknown repos, revisions and files
  * get the Hub's 404 (JSON {"error"} and X-Error-Code). Every request is recorded in `requests`.
  * `faults` makes file downloads (not the 1-byte "bytes=0-0" probes) misbehave, to test timeouts
@@ -37,18 +38,26 @@ export interface MockHub {
   url: string;
   /** Every request received, in order. */
   requests: { method: string; url: string; authorization?: string; range?: string }[];
-  /** The commit hash the repo `id` is served at. */
-  commit(id: string): string;
+  /** The commit hash the repo `id` is served at (on `branch`, default main). */
+  commit(id: string, branch?: string): string;
   /** Stop the server (again: no-op); its port then refuses connections. */
   close(): Promise<void>;
 }
 
 const gitOid = (data: Buffer) => createHash("sha1").update(`blob ${data.length}\0`).update(data).digest("hex");
 
-function loadRepo(folder: string): MockRepo {
+/** Files of `folder` (relative "/" paths): top-level only, or every subfolder too. */
+function filesOf(folder: string, recursive: boolean, prefix = ""): string[] {
+  return readdirSync(join(folder, prefix)).sort().flatMap((name) => {
+    const rel = prefix ? `${prefix}/${name}` : name;
+    if (statSync(join(folder, rel)).isFile()) return [rel];
+    return recursive ? filesOf(folder, true, rel) : [];
+  });
+}
+
+function loadRepo(folder: string, recursive = false): MockRepo {
   const files = new Map<string, MockFile>();
-  for (const name of readdirSync(folder).sort()) {
-    if (!statSync(join(folder, name)).isFile()) continue;
+  for (const name of filesOf(folder, recursive)) {
     const content = readFileSync(join(folder, name));
     if (name.endsWith(".safetensors")) {
       const lfsOid = createHash("sha256").update(content).digest("hex");
@@ -70,9 +79,14 @@ export interface MockFaults {
   stall?: string[];
 }
 
-/** Start a mock Hub serving `repos`: Hub id ("org/name") → local folder. */
-export async function startMockHub(repos: Record<string, string>, faults: MockFaults = {}): Promise<MockHub> {
-  const served = new Map(Object.entries(repos).map(([id, folder]) => [id, loadRepo(folder)]));
+/** Start a mock Hub serving `repos`: Hub id ("org/name") → local folder, or { branches: name → folder }. */
+export async function startMockHub(repos: Record<string, string | { branches: Record<string, string> }>, faults: MockFaults = {}): Promise<MockHub> {
+  const branches = new Map<string, Map<string, MockRepo>>();
+  for (const [id, spec] of Object.entries(repos)) {
+    const b = typeof spec === "string" ? { main: loadRepo(spec) } : Object.fromEntries(Object.entries(spec.branches).map(([n, f]) => [n, loadRepo(f, true)]));
+    branches.set(id, new Map(Object.entries(b)));
+  }
+  const served = new Map([...branches].map(([id, b]) => [id, b.get("main") ?? [...b.values()][0]]));
   const requests: MockHub["requests"] = [];
 
   const notFound = (res: ServerResponse, code: string, error: string) => {
@@ -90,9 +104,10 @@ export async function startMockHub(repos: Record<string, string>, faults: MockFa
     const api = parts[0] === "api" && parts[1] === "models";
     const [org, name, kind, rev, ...rest] = api ? parts.slice(2) : parts;
     const id = `${org}/${name}`;
-    const repo = served.get(id);
-    if (!repo) return notFound(res, "RepoNotFound", "Repository not found");
-    if (rev !== "main" && rev !== repo.commit) return notFound(res, "RevisionNotFound", `Invalid rev id: ${rev}`);
+    const revs = branches.get(id);
+    if (!revs) return notFound(res, "RepoNotFound", "Repository not found");
+    const repo = revs.get(rev) ?? [...revs.values()].find((r) => r.commit === rev);
+    if (!repo) return notFound(res, "RevisionNotFound", `Invalid rev id: ${rev}`);
 
     if (api && kind === "revision" && req.method === "GET") {
       return json(res, {
@@ -143,7 +158,7 @@ export async function startMockHub(repos: Record<string, string>, faults: MockFa
   return {
     url: `http://127.0.0.1:${port}`,
     requests,
-    commit: (id) => served.get(id)!.commit,
+    commit: (id, branch) => (branch ? branches.get(id)!.get(branch)! : served.get(id)!).commit,
     close: () => new Promise<void>((ok, fail) => {
       if (!server.listening) return ok();
       server.closeAllConnections();

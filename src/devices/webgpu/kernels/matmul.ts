@@ -4,14 +4,18 @@
  * tiled kernel: a workgroup computes a 64x64 output tile, staging 64x16 slices of both operands in
  * workgroup memory; each of its 256 threads accumulates a 4x4 register block with vec4 FMAs.
  *
- * gatherLinear runs the kernel once per expert with a row filter (rows routed elsewhere are not
- * written; a tile with no row of that expert exits at once), so routing never leaves the GPU.
+ * gatherLinear: when the experts' weights are slices of one buffer (nn's SparseMoeBlock stacks
+ * them), one grouped pass for all experts (./grouped.ts: rows sorted by expert on the GPU, then one
+ * GEMM over every expert's row tiles). Otherwise the tiled kernel runs once per expert with a row
+ * filter (rows routed elsewhere are not written; a tile with no row of that expert exits at once).
+ * Either way routing never leaves the GPU.
  */
 import type { KernelSignatures } from "../../kernels.js";
 import type { DType } from "../../dtype.js";
 import type { TensorView } from "../../view.js";
 import { STATUS_GATHER_LINEAR } from "../device.js";
 import { bufferOf, deviceOf } from "./common.js";
+import { expertStride, groupedGatherLinear } from "./grouped.js";
 import { binding, LIBRARY, loader } from "./wgsl.js";
 
 const T = 64;
@@ -192,6 +196,8 @@ function linear(x: TensorView, w: TensorView, bias: TensorView | null, out: Tens
 
 function gatherLinear(x: TensorView, w: TensorView[], idx: TensorView, out: TensorView): void {
   const [M, K] = x.shape, N = w[0].shape[0];
+  const stride = w.length <= 1024 ? expertStride(w) : null;
+  if (stride !== null) return groupedGatherLinear(x, w, idx, out, stride);
   w.forEach((we, expert) => gemm({ tensor: x, strides: [0, K, 1] }, { tensor: we, strides: [0, 1, K] }, null, out, 1, M, N, K, { idx, expert, experts: w.length }));
 }
 
