@@ -86,4 +86,8 @@ test("stories260K: repetition penalty and stop strings match transformers; sampl
   const steps: number[][] = [];
   for await (const step of model.generateStream([prompt], { maxNewTokens: 6 })) steps.push(step);
   assert.deepEqual(steps, greedyNew.slice(0, 6).map((t) => [t]));
+  // A single prompt may also be given flat (tokenizer.encode's output), as generate() takes it.
+  const flat: number[][] = [];
+  for await (const step of model.generateStream(prompt, { maxNewTokens: 6 })) flat.push(step);
+  assert.deepEqual(flat, steps);
 });

@@ -154,11 +154,13 @@ export abstract class PreTrainedModel extends Module {
   }
 
   /**
-   * Stream generation: yields the new token of every row per step; `finishReasons` says which rows
-   * ended and why (see generateStream). Throws at the call for bad options or inputs.
+   * Stream generation: yields the new token of every row per step ([id] for a single prompt given
+   * as a flat list of ids); `finishReasons` says which rows ended and why (see generateStream).
+   * Throws at the call for bad options or inputs.
    */
-  generateStream(inputIds: number[][], opts: GenerationOptions = {}): GenerationStream {
-    return generateStream(this, this.generationConfig, inputIds, opts);
+  generateStream(inputIds: number[] | number[][], opts: GenerationOptions = {}): GenerationStream {
+    const batch = Array.isArray(inputIds[0]) ? (inputIds as number[][]) : [inputIds as number[]];
+    return generateStream(this, this.generationConfig, batch, opts);
   }
 
   /** Throw a RangeError naming the first id that is not an integer in [0, vocab_size). */

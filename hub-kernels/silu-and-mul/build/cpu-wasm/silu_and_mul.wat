@@ -1,0 +1,30 @@
+;; y = silu(gate) * up = gate / (1 + exp(-gate)) * up over n values (n % 4 == 0), SIMD over 4 lanes.
+;; exp: Cephes expf (range reduction by ln 2 in two parts, degree-5 polynomial, 2^n by exponent bits).
+;; Imports only its memory.
+(module
+  (import "env" "memory" (memory 1))
+  (func $exp (param $x v128) (result v128) (local $n v128) (local $r v128) (local $p v128)
+    (local.set $x (f32x4.min (f32x4.max (local.get $x) (f32x4.splat (f32.const -87.3))) (f32x4.splat (f32.const 88.3))))
+    (local.set $n (f32x4.nearest (f32x4.mul (local.get $x) (f32x4.splat (f32.const 1.44269504088896341)))))
+    (local.set $r (f32x4.sub (f32x4.sub (local.get $x) (f32x4.mul (local.get $n) (f32x4.splat (f32.const 0.693359375))))
+                             (f32x4.mul (local.get $n) (f32x4.splat (f32.const -2.12194440e-4)))))
+    (local.set $p (f32x4.splat (f32.const 1.9875691500e-4)))
+    (local.set $p (f32x4.add (f32x4.mul (local.get $p) (local.get $r)) (f32x4.splat (f32.const 1.3981999507e-3))))
+    (local.set $p (f32x4.add (f32x4.mul (local.get $p) (local.get $r)) (f32x4.splat (f32.const 8.3334519073e-3))))
+    (local.set $p (f32x4.add (f32x4.mul (local.get $p) (local.get $r)) (f32x4.splat (f32.const 4.1665795894e-2))))
+    (local.set $p (f32x4.add (f32x4.mul (local.get $p) (local.get $r)) (f32x4.splat (f32.const 1.6666665459e-1))))
+    (local.set $p (f32x4.add (f32x4.mul (local.get $p) (local.get $r)) (f32x4.splat (f32.const 5.0000001201e-1))))
+    (local.set $p (f32x4.add (f32x4.add (f32x4.mul (local.get $p) (f32x4.mul (local.get $r) (local.get $r))) (local.get $r)) (f32x4.splat (f32.const 1))))
+    (f32x4.mul (local.get $p)
+      (i32x4.shl (i32x4.add (i32x4.trunc_sat_f32x4_s (local.get $n)) (i32x4.splat (i32.const 127))) (i32.const 23))))
+  (func $silu (param $g v128) (result v128)
+    (f32x4.div (local.get $g) (f32x4.add (f32x4.splat (f32.const 1)) (call $exp (f32x4.neg (local.get $g))))))
+  (func (export "silu_and_mul") (param $g i32) (param $u i32) (param $y i32) (param $n i32)
+    (local $i i32) (local $o i32)
+    (block $done (loop $l
+      (br_if $done (i32.ge_u (local.get $i) (local.get $n)))
+      (local.set $o (i32.shl (local.get $i) (i32.const 2)))
+      (v128.store (i32.add (local.get $y) (local.get $o))
+        (f32x4.mul (call $silu (v128.load (i32.add (local.get $g) (local.get $o)))) (v128.load (i32.add (local.get $u) (local.get $o)))))
+      (local.set $i (i32.add (local.get $i) (i32.const 4)))
+      (br $l)))))
