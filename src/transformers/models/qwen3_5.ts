@@ -159,19 +159,25 @@ class Qwen3_5GatedDeltaNet extends Module {
     if (mask) x = mul(x, mask); // apply_mask_to_padding_states: padding never enters the state
     const [B, L] = x.shape;
     const { linearNumKeyHeads: nk, linearNumValueHeads: nv, linearKeyHeadDim: dk, linearValueHeadDim: dv } = this.c;
-    const conv = causalConv1d(this.in_proj_qkv.forward(x), this.conv1d.weight.value, state?.conv ?? null);
-    const qkv = this.act(conv.out);
-    const repeat = (t: Tensor) => t.view(B, L, nk, 1, dk).expand(B, L, nk, nv / nk, dk).reshape(B, L, nv, dk); // repeat_interleave over heads
-    const q = repeat(qkv.narrow(2, 0, this.keyDim));
-    const k = repeat(qkv.narrow(2, this.keyDim, this.keyDim));
-    const v = qkv.narrow(2, 2 * this.keyDim, this.valueDim).reshape(B, L, nv, dv);
-    const beta = sigmoid(this.in_proj_b.forward(x));
-    const g = mul(neg(exp(this.A_log.value.to("float32"))), softplus(add(this.in_proj_a.forward(x), this.dt_bias.value)));
-    const rule = gatedDeltaRule(q, k, v, g, beta, state?.recurrent ?? null);
+    // The projection, conv and q/k normalisation temporaries ([L, conv channels] each) are freed as
+    // soon as the recurrence has run (a nested memory scope), before the output gate's are made.
+    const mixed = tidy(() => {
+      const conv = causalConv1d(this.in_proj_qkv.forward(x), this.conv1d.weight.value, state?.conv ?? null);
+      const qkv = this.act(conv.out);
+      const repeat = (t: Tensor) => t.view(B, L, nk, 1, dk).expand(B, L, nk, nv / nk, dk).reshape(B, L, nv, dk); // repeat_interleave over heads
+      const q = repeat(qkv.narrow(2, 0, this.keyDim));
+      const k = repeat(qkv.narrow(2, this.keyDim, this.keyDim));
+      const v = qkv.narrow(2, 2 * this.keyDim, this.valueDim).reshape(B, L, nv, dv);
+      const beta = sigmoid(this.in_proj_b.forward(x));
+      const g = mul(neg(exp(this.A_log.value.to("float32"))), softplus(add(this.in_proj_a.forward(x), this.dt_bias.value)));
+      const rule = gatedDeltaRule(q, k, v, g, beta, state?.recurrent ?? null);
+      return { out: rule.out, recurrent: rule.state, conv: conv.state };
+    });
     if (state) {
-      state.conv = keep(conv.state);
-      state.recurrent = keep(rule.state);
+      state.conv = keep(mixed.conv);
+      state.recurrent = keep(mixed.recurrent);
     }
+    const rule = mixed;
     const z = this.in_proj_z.forward(x).view(B, L, nv, dv);
     return this.out_proj.forward(this.norm.forward(rule.out, z).reshape(B, L, this.valueDim));
   }
@@ -217,11 +223,14 @@ class Qwen3_5DecoderLayer extends Module {
   }
 
   forward(x: Tensor, o: LayerContext): Tensor {
-    const normed = this.input_layernorm.forward(x);
-    const mixed = this.linear_attn
-      ? this.linear_attn.forward(normed, o.linearMask, o.cache?.linearAttention(this.layerIdx) ?? null)
-      : this.self_attn!.forward(normed, o.cos, o.sin, o.mask, o.cache?.layers[this.layerIdx] ?? null);
-    const h = add(x, mixed);
+    // The mixer's temporaries are freed before the MLP's are made (a nested memory scope).
+    const h = tidy(() => {
+      const normed = this.input_layernorm.forward(x);
+      const mixed = this.linear_attn
+        ? this.linear_attn.forward(normed, o.linearMask, o.cache?.linearAttention(this.layerIdx) ?? null)
+        : this.self_attn!.forward(normed, o.cos, o.sin, o.mask, o.cache?.layers[this.layerIdx] ?? null);
+      return add(x, mixed);
+    });
     return add(h, this.mlp.forward(this.post_attention_layernorm.forward(h)));
   }
 }
