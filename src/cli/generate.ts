@@ -27,7 +27,7 @@ export const GENERATE_USAGE = `usage: tsorch generate --model DIR_OR_HUB_ID [--p
   --stop STRING        stop string (repeatable)
   --chat               apply the tokenizer's chat template to the prompt
   --cache static|dynamic
-  --device cpu|webgpu  --dtype float32|bfloat16|float16|auto
+  --device cpu|webgpu  --dtype float32|bfloat16|float16|int8|int4|auto
   --output text|json   json prints {"new_token_ids": [...], "text": "...", "finish_reason": "eos|stop_string|length"}
 Unset options come from the model's generation_config.json, then transformers' defaults (length:
 prompt + 20 tokens, at most max_position_embeddings). The prompt is read from stdin when --prompt

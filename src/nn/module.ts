@@ -60,6 +60,12 @@ export class Module {
     for (const [n, c] of this.children) yield* c.namedParameters(`${prefix}${n}.`);
   }
 
+  /** Every module of the tree (this one first, named ""), with its dotted name. */
+  *namedModules(prefix = ""): Generator<[string, Module]> {
+    yield [prefix.replace(/\.$/, ""), this];
+    for (const [n, c] of this.children) yield* c.namedModules(`${prefix}${n}.`);
+  }
+
   /** Loaded tensors by name (torch's state_dict()). */
   stateDict(): Map<string, Tensor> {
     const out = new Map<string, Tensor>();
