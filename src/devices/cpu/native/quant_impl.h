@@ -92,29 +92,45 @@ inline void qdecode(int bits, const uint8_t* p, QVec w[4]) {
 
 constexpr int kQV = 32 / kQW;  // vectors per block
 
-// MM rows of A against rows [n0, n1) of W.
+// MM rows of A against R rows of W starting at row n: each block of W is decoded once and used
+// for the MM rows; each block's partial sum is scaled once (acc += d * sum(codes * a)).
+template <int MM, int R>
+void dot_tile(int bits, const float* A, int64_t lda, int64_t K, const uint8_t* q,
+              const float* scales, const float* bias, float* C, int64_t ldc, int64_t n) {
+  const int64_t nb = K / 32, bb = bits == 8 ? 32 : 16, row = quant_row_bytes(bits, K);
+  QVec acc[MM][R];
+  for (int m = 0; m < MM; ++m)
+    for (int r = 0; r < R; ++r) acc[m][r] = qzero();
+  for (int64_t g = 0; g < nb; ++g) {
+    QVec w[R][kQV], d[R];
+    for (int r = 0; r < R; ++r) {
+      qdecode(bits, q + (n + r) * row + g * bb, w[r]);
+      d[r] = qset1(scales[(n + r) * nb + g]);
+    }
+    for (int m = 0; m < MM; ++m) {
+      QVec a[kQV];
+      for (int v = 0; v < kQV; ++v) a[v] = qload(A + m * lda + g * 32 + v * kQW);
+      for (int r = 0; r < R; ++r) {
+        QVec t = qmul(w[r][0], a[0]);
+        for (int v = 1; v < kQV; ++v) t = qfma(w[r][v], a[v], t);
+        acc[m][r] = qfma(t, d[r], acc[m][r]);
+      }
+    }
+  }
+  for (int m = 0; m < MM; ++m)
+    for (int r = 0; r < R; ++r)
+      C[m * ldc + n + r] = qhsum(acc[m][r]) + (bias ? bias[n + r] : 0.f);
+}
+
+// MM rows of A against rows [n0, n1) of W: 4 rows of W at a time for MM <= 2, else 2.
 template <int MM>
 void dot_rows_m(int bits, const float* A, int64_t lda, int64_t K, const uint8_t* q,
                 const float* scales, const float* bias, float* C, int64_t ldc, int64_t n0,
                 int64_t n1) {
-  const int64_t nb = K / 32, bb = bits == 8 ? 32 : 16, row = quant_row_bytes(bits, K);
-  for (int64_t n = n0; n < n1; ++n) {
-    const uint8_t* p = q + n * row;
-    const float* s = scales + n * nb;
-    QVec acc[MM];
-    for (int m = 0; m < MM; ++m) acc[m] = qzero();
-    for (int64_t g = 0; g < nb; ++g) {
-      QVec w[kQV];
-      qdecode(bits, p + g * bb, w);
-      const QVec d = qset1(s[g]);
-      for (int v = 0; v < kQV; ++v) w[v] = qmul(w[v], d);
-      for (int m = 0; m < MM; ++m) {
-        const float* a = A + m * lda + g * 32;
-        for (int v = 0; v < kQV; ++v) acc[m] = qfma(w[v], qload(a + v * kQW), acc[m]);
-      }
-    }
-    for (int m = 0; m < MM; ++m) C[m * ldc + n] = qhsum(acc[m]) + (bias ? bias[n] : 0.f);
-  }
+  constexpr int R = MM <= 2 ? 4 : 2;
+  int64_t n = n0;
+  for (; n + R <= n1; n += R) dot_tile<MM, R>(bits, A, lda, K, q, scales, bias, C, ldc, n);
+  for (; n < n1; ++n) dot_tile<MM, 1>(bits, A, lda, K, q, scales, bias, C, ldc, n);
 }
 
 void dot_rows(int bits, const float* A, int64_t lda, int64_t M, int64_t K, const uint8_t* q,
