@@ -29,7 +29,7 @@ export const GENERATE_USAGE = `usage: tsorch generate --model DIR_OR_HUB_ID [--p
   --stop STRING        stop string (repeatable)
   --chat               apply the tokenizer's chat template to the prompt
   --cache static|dynamic
-  --device cpu|webgpu  --dtype float32|bfloat16|float16|auto
+  --device cpu|webgpu  --dtype float32|bfloat16|float16|int8|int4|auto
   --output text|json   json prints {"new_token_ids": [...], "text": "...", "finish_reason": "eos|stop_string|length"}
   --kernel LAYER=DIR_OR_REPO[@version]   swap a layer's forward for a hub kernel (repeatable; README "Kernels")
 Unset options come from the model's generation_config.json, then transformers' defaults (length:

@@ -4,6 +4,7 @@
  * float64 reference outputs with their tolerance, or the error every device must raise.
  */
 import type { Device } from "../devices/device.js";
+import type { OpName } from "../devices/kernels.js";
 import { fromBytes } from "../tensor/creation.js";
 import type { DType } from "../tensor/dtype.js";
 import { encode } from "../tensor/host.js";
@@ -39,6 +40,9 @@ export interface Case {
   /** Reference outputs, or the error class the call (or reading its result) must throw. */
   expect: Expected[] | { throws: "RangeError" | "TypeError" };
   tol: Tolerance;
+  /** A kernel only some devices have (e.g. cpu-only quantized weights): elsewhere the case is
+   * listed as not run (Report.notRun) instead of failing. Undefined = every device must run it. */
+  kernel?: OpName;
 }
 
 export function input(t: HostTensor, view: View = "contiguous"): Input {

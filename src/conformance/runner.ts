@@ -3,8 +3,10 @@
  * a per-op table and the pass rate (conformance-<device>.json holds the same as JSON).
  */
 import type { Device } from "../devices/device.js";
+import { registeredOps } from "../devices/kernels.js";
 import type { Tensor } from "../tensor/tensor.js";
 import { place, type Case } from "./case.js";
+import { blockQuantCases } from "./cases/block_quant.js";
 import { copyCases } from "./cases/copy.js";
 import { elementwiseCases } from "./cases/elementwise.js";
 import { gatedDeltaCases } from "./cases/gated_delta.js";
@@ -15,7 +17,7 @@ import { errorRatio, num, type Value } from "./reference.js";
 
 /** Every conformance case. */
 export function allCases(): Case[] {
-  return [...copyCases(), ...elementwiseCases(), ...reduceFamilyCases(), ...nnCases(), ...gatedDeltaCases(), ...quantCases()];
+  return [...copyCases(), ...elementwiseCases(), ...reduceFamilyCases(), ...nnCases(), ...gatedDeltaCases(), ...quantCases(), ...blockQuantCases()];
 }
 
 export interface CaseResult {
@@ -43,6 +45,8 @@ export interface Report {
   passRate: number;
   ops: OpSummary[];
   failures: CaseResult[];
+  /** "op: case" of the cases not run because the device lacks their optional kernel (Case.kernel). */
+  notRun: string[];
 }
 
 async function check(c: Case, device: Device): Promise<CaseResult> {
@@ -89,7 +93,12 @@ export async function runConformance(device: Device, filter?: string): Promise<R
     throw new RangeError(`--op '${filter}' selects no conformance case; ops: ${[...new Set(all.map((c) => c.op))].join(", ")}`);
   }
   const results: CaseResult[] = [];
-  for (const c of cases) results.push(await check(c, device));
+  const notRun: string[] = [];
+  const have = new Set(registeredOps(device.type));
+  for (const c of cases) {
+    if (c.kernel && !have.has(c.kernel)) notRun.push(`${c.op}: ${c.name}`);
+    else results.push(await check(c, device));
+  }
   const ops = new Map<string, OpSummary>();
   for (const r of results) {
     const s = ops.get(r.op) ?? { op: r.op, cases: 0, passed: 0, worst: 0 };
@@ -108,6 +117,7 @@ export async function runConformance(device: Device, filter?: string): Promise<R
     passRate: results.length ? (100 * passed) / results.length : 100,
     ops: [...ops.values()],
     failures: results.filter((r) => !r.passed),
+    notRun,
   };
 }
 
@@ -118,6 +128,7 @@ export function formatReport(report: Report, adapter = ""): string {
     lines.push(`${s.op.padEnd(28)}${String(s.cases).padStart(7)}${String(s.passed).padStart(8)}  ${s.worst.toFixed(3)}`);
   }
   for (const f of report.failures) lines.push(`FAIL ${f.op}: ${f.name}: ${f.reason}`);
+  for (const n of report.notRun) lines.push(`NOT RUN (no kernel on this device) ${n}`);
   lines.push(`pass rate: ${report.passRate.toFixed(1)}% (${report.passed}/${report.cases} cases, ${report.ops.length} ops)`);
   return lines.join("\n");
 }

@@ -99,6 +99,17 @@ export interface KernelSignatures {
    * both contiguous -> out float32 [R, nb * 32].
    */
   dequantMxfp4(blocks: TensorView, scales: TensorView, out: TensorView): void;
+  /**
+   * Block quantization of a weight (llama.cpp's q8_0 / q4_0 layouts with float32 scales): w [N, K]
+   * contiguous float32/16/bf16, K a multiple of 32 -> q int32 [N, K * bits / 32] (the payload bytes
+   * as little-endian words: bits 8, 32 int8 codes per block; bits 4, 16 bytes per block, byte j
+   * holding element j in its low nibble and j + 16 in its high nibble, value = nibble - 8) and
+   * scales float32 [N, K / 32]; both contiguous.
+   */
+  quantizeBlocks(w: TensorView, bits: 4 | 8, q: TensorView, scales: TensorView): void;
+  /** out [M, N] f32 = x [M, K] f32 @ W^T (+ bias[N], float32/16/bf16), W as quantizeBlocks writes
+   * it (q int32 [N, K * bits / 32], scales float32 [N, K / 32]); all contiguous. */
+  linearQuantized(x: TensorView, q: TensorView, scales: TensorView, bits: 4 | 8, bias: TensorView | null, out: TensorView): void;
   /** Row-wise stable sort of contiguous float32 [..., n]; values and int64 indices. */
   sort(x: TensorView, values: TensorView, indices: TensorView, descending: boolean): void;
   /** Row-wise top-k (largest first) of contiguous float32 [..., n]; values and int64 indices. */

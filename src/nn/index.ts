@@ -1,6 +1,7 @@
 /** Neural-network building blocks (torch.nn and the layers transformers' models share). */
 export * from "./module.js";
 export * from "./layers.js";
+export * from "./quantized.js";
 export * from "./activations.js";
 export * from "./attention.js";
 export * from "./kv_cache.js";

@@ -3,21 +3,34 @@
  * equal PyTorch's, so Hugging Face checkpoints load into them directly. Activations are float32;
  * weights stay in the dtype they were loaded in (float32, float16 or bfloat16).
  */
-import { embedding, layerNorm, linear, rmsNorm } from "../tensor/ops.js";
+import { embedding, layerNorm, linear, linearQuantized, rmsNorm } from "../tensor/ops.js";
 import type { Tensor } from "../tensor/tensor.js";
 import { useKernelForwardFromHub } from "./kernel_hub.js";
 import { Module, type Parameter } from "./module.js";
 
-/** y = x W^T + b; weight [out, in], bias [out] (torch.nn.Linear). */
+/** The block-quantized form of a Linear weight (see nn/quantized.ts). */
+export interface LinearQuantizedWeight {
+  readonly bits: 4 | 8;
+  readonly q: Tensor;
+  readonly scales: Tensor;
+}
+
+/**
+ * y = x W^T + b; weight [out, in], bias [out] (torch.nn.Linear). When `quantized` is set
+ * (nn/quantized.ts quantizeLinears), forward uses it instead of the float weight.
+ */
 export class Linear extends Module {
   readonly weight: Parameter;
   readonly bias: Parameter | null;
+  quantized: LinearQuantizedWeight | null = null;
   constructor(readonly inFeatures: number, readonly outFeatures: number, bias = true) {
     super();
     this.weight = this.param("weight", [outFeatures, inFeatures]);
     this.bias = bias ? this.param("bias", [outFeatures]) : null;
   }
   forward(x: Tensor): Tensor {
+    const q = this.quantized;
+    if (q) return linearQuantized(x, q.q, q.scales, q.bits, this.bias?.value ?? null);
     return linear(x, this.weight.value, this.bias?.value ?? null);
   }
 }

@@ -511,6 +511,42 @@ export function dequantizeMxfp4(blocks: Tensor, scales: Tensor): Tensor {
   return out;
 }
 
+/**
+ * Block-quantize a weight w [N, K] (float32/16/bf16, K a multiple of 32) as llama.cpp's q8_0
+ * (bits 8: code = round(x / d), d = max|x| / 127) or q4_0 (bits 4: d = m / -8 with m the value of
+ * largest magnitude, code = min(15, trunc(x / d + 8.5)), value = (code - 8) * d), per block of 32
+ * along K, with float32 scales. Returns q int32 [N, K * bits / 32] (packed bytes, see
+ * KernelSignatures.quantizeBlocks) and scales float32 [N, K / 32].
+ */
+export function quantizeBlocks(w: Tensor, bits: 4 | 8): { q: Tensor; scales: Tensor } {
+  if (bits !== 4 && bits !== 8) throw new RangeError(`quantize_blocks: bits must be 4 or 8, got ${bits}`);
+  if (w.ndim !== 2 || w.shape[1] % 32 !== 0 || !isFloating(w.dtype)) {
+    throw new RangeError(`quantize_blocks: expected a float weight [N, K] with K a multiple of 32, got ${w.dtype} [${w.shape}]`);
+  }
+  const [N, K] = w.shape;
+  const q = empty([N, (K * bits) / 32], "int32", w.device), scales = empty([N, K / 32], "float32", w.device);
+  if (q.numel > 0) getKernel("quantizeBlocks", w.device.type)(w.contiguous(), bits, q, scales);
+  return { q, scales };
+}
+
+/**
+ * linear with a block-quantized weight: x [..., K] @ W^T + bias, W given as quantizeBlocks returns
+ * it (q int32 [N, K * bits / 32], scales float32 [N, K / 32]). Returns float32 [..., N].
+ */
+export function linearQuantized(x: Tensor, q: Tensor, scales: Tensor, bits: 4 | 8, bias: Tensor | null = null): Tensor {
+  const device = checkSameDevice("linear_quantized", x, q, scales, bias);
+  const K = x.shape[x.ndim - 1], N = q.shape[0];
+  if (bits !== 4 && bits !== 8) throw new RangeError(`linear_quantized: bits must be 4 or 8, got ${bits}`);
+  if (K % 32 !== 0 || q.dtype !== "int32" || scales.dtype !== "float32" || !sameShape(q.shape, [N, (K * bits) / 32]) || !sameShape(scales.shape, [N, K / 32])) {
+    throw new RangeError(`linear_quantized: input [${x.shape}] does not fit ${bits}-bit weight ${q.dtype} [${q.shape}] with scales ${scales.dtype} [${scales.shape}] (expected int32 [N, ${(K * bits) / 32}] and float32 [N, ${K / 32}], K a multiple of 32)`);
+  }
+  if (bias && (bias.ndim !== 1 || bias.shape[0] !== N)) throw new RangeError(`linear_quantized: bias [${bias.shape}] does not match ${N} outputs`);
+  const x2 = f32(x).reshape(numel(x.shape.slice(0, -1)), K).contiguous();
+  const out = empty([...x.shape.slice(0, -1), N], "float32", device);
+  if (out.numel > 0) getKernel("linearQuantized", device.type)(x2, q.contiguous(), scales.contiguous(), bits, bias ? bias.contiguous() : null, out);
+  return out;
+}
+
 /** Rows of `table` [V, dim] at integer `ids` (any shape) -> float32 [...ids.shape, dim]. */
 export function embedding(ids: Tensor, table: Tensor): Tensor {
   checkSameDevice("embedding", ids, table);

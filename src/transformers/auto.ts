@@ -4,6 +4,7 @@
  */
 import { openDevice } from "../devices/registry.js";
 import { loadConfigFrom, loadGenerationConfigFrom, modelSource, type SourceOptions } from "../hub/source.js";
+import { isWeightQuantization, quantizeLinears } from "../nn/quantized.js";
 import { isFloating, parseDType, type DType } from "../tensor/dtype.js";
 import type { PreTrainedModel } from "./modeling_utils.js";
 import { causalLMClass } from "./models/index.js";
@@ -11,7 +12,11 @@ import { causalLMClass } from "./models/index.js";
 export interface FromPretrainedOptions extends SourceOptions {
   /** Device string: "cpu" (default), "webgpu", … */
   device?: string;
-  /** Weight dtype: "float32", "bfloat16", "float16", or "auto" (default: as stored in the checkpoint). */
+  /**
+   * Weight dtype: "float32", "bfloat16", "float16", or "auto" (default: as stored in the checkpoint);
+   * or "int8" / "int4" (cpu only): every Linear whose input size is a multiple of 32 is quantized at
+   * load as llama.cpp's q8_0 / q4_0 (nn/quantized.ts), the other weights kept as stored.
+   */
   dtype?: DType | "auto" | string;
 }
 
@@ -23,9 +28,11 @@ export class AutoModelForCausalLM {
    * config or checkpoint, missing/unexpected/mis-shaped weights.
    */
   static async fromPretrained(pathOrId: string, opts: FromPretrainedOptions = {}): Promise<PreTrainedModel> {
-    const dtype = opts.dtype === undefined || opts.dtype === "auto" ? undefined : parseDType(opts.dtype);
-    if (dtype && !isFloating(dtype)) throw new Error(`dtype '${opts.dtype}' is not a weight dtype; use float32, bfloat16, float16 or auto`);
+    const quantize = isWeightQuantization(opts.dtype) ? opts.dtype : null;
+    const dtype = opts.dtype === undefined || opts.dtype === "auto" || quantize ? undefined : parseDType(opts.dtype);
+    if (dtype && !isFloating(dtype)) throw new Error(`dtype '${opts.dtype}' is not a weight dtype; use float32, bfloat16, float16, int8, int4 or auto`);
     const device = await openDevice(opts.device ?? "cpu");
+    if (quantize && device.type !== "cpu") throw new Error(`dtype '${quantize}' (quantized weights) is supported on cpu only, not on '${device.type}'`);
     const source = modelSource();
     const dir = await source.resolve(pathOrId, opts);
     const config = await loadConfigFrom(dir, opts);
@@ -33,6 +40,7 @@ export class AutoModelForCausalLM {
     const model = new Model(config);
     model.generationConfig = await loadGenerationConfigFrom(dir, opts);
     model.loadWeights(await source.loadCheckpoint(dir, opts), device, dtype);
+    if (quantize) quantizeLinears(model, quantize);
     return model;
   }
 }

@@ -10,7 +10,7 @@ import { EXACT, host } from "../reference.js";
 const E2M1 = [0, 0.5, 1, 1.5, 2, 3, 4, 6, -0, -0.5, -1, -1.5, -2, -3, -4, -6];
 
 /** Packed bytes as little-endian int32 words (what the op takes). */
-function words(bytes: number[]): number[] {
+export function words(bytes: number[]): number[] {
   const out: number[] = [];
   for (let i = 0; i < bytes.length; i += 4) out.push((bytes[i] | (bytes[i + 1] << 8) | (bytes[i + 2] << 16) | (bytes[i + 3] << 24)) >> 0);
   return out;

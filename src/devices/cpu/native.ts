@@ -210,6 +210,16 @@ export interface NativeCpu {
    * scale exponents (bias 127) at scales[r * scaleRow]. */
   dequantMxfp4(blocks: Buf, scales: Buf, scaleRow: number, out: Buf, rows: number, nb: number): void;
 
+  /** Block quantization (llama.cpp q8_0 / q4_0 layouts, float32 scales): w [N, K] of wDtype
+   * (K a multiple of 32) -> q (bits 8: N*K int8 codes; bits 4: N*K/2 bytes of nibble pairs) and
+   * scales float32 [N, K / 32]. */
+  quantizeBlocks(w: Buf, wDtype: number, bits: number, q: Buf, scales: Buf, N: number, K: number): void;
+
+  /** out [M, N] float32 = x [M, K] float32 @ W^T (+ bias [N] of biasDtype), W block-quantized as
+   * quantizeBlocks writes it. */
+  linearQuantized(x: Buf, q: Buf, scales: Buf, bits: number, bias: Buf | null, biasDtype: number, out: Buf,
+                  M: number, N: number, K: number): void;
+
   /** Row-wise sort of contiguous float32 [rows, n]; stable; values and int64 indices out. */
   sort(x: Buf, outValues: Buf, outIndices: Buf, rows: number, n: number, descending: number): void;
 

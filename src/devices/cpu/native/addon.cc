@@ -17,6 +17,7 @@
 #include "mmap.h"
 #include "napi_args.h"
 #include "ops.h"
+#include "quant_kernels.h"
 #include "thread_pool.h"
 
 namespace tsorch {
@@ -571,6 +572,65 @@ napi_value DequantMxfp4(napi_env env, napi_callback_info info) {
   return undefined(env);
 }
 
+
+// quantizeBlocks(w, wDtype, bits, q, scales, N, K): w [N, K] (float) -> block-quantized q and
+// float32 scales [N, K / 32] (quant_kernels.h); K a multiple of 32, bits 8 or 4.
+napi_value QuantizeBlocks(napi_env env, napi_callback_info info) {
+  Args args(env, info, "quantizeBlocks", 7);
+  const Buffer w = args.buffer(0, "w");
+  const int wdt = args.dtype(1, "wDtype");
+  const int64_t bits = args.integer(2, "bits");
+  const Buffer q = args.buffer(3, "q");
+  const Buffer scales = args.buffer(4, "scales");
+  const int64_t N = args.integer(5, "N"), K = args.integer(6, "K");
+  if (args.failed()) return nullptr;
+  float_dtype(args, wdt, "wDtype");
+  args.check(bits == 8 || bits == 4, false, "bits must be 8 or 4, got %lld", static_cast<long long>(bits));
+  args.check(K % 32 == 0, false, "K = %lld is not a multiple of 32", static_cast<long long>(K));
+  if (args.failed()) return nullptr;
+  args.fits(w, wdt, {N, K});
+  args.check(q.bytes >= static_cast<size_t>(N * quant_row_bytes(static_cast<int>(bits), K)), false,
+             "argument 'q' holds %zu bytes, too few for [%lld, %lld] at %lld bits", q.bytes,
+             static_cast<long long>(N), static_cast<long long>(K), static_cast<long long>(bits));
+  args.fits(scales, kF32, {N, K / 32});
+  if (args.failed()) return nullptr;
+  quantize_blocks(w.data, wdt, static_cast<int>(bits), static_cast<uint8_t*>(q.data),
+                  static_cast<float*>(scales.data), N, K);
+  return undefined(env);
+}
+
+// linearQuantized(x, q, scales, bits, bias, biasDtype, out, M, N, K): out = x @ W^T + bias, W
+// block-quantized (quant_kernels.h).
+napi_value LinearQuantized(napi_env env, napi_callback_info info) {
+  Args args(env, info, "linearQuantized", 10);
+  const Buffer x = args.buffer(0, "x");
+  const Buffer q = args.buffer(1, "q");
+  const Buffer scales = args.buffer(2, "scales");
+  const int64_t bits = args.integer(3, "bits");
+  const Buffer bias = args.buffer(4, "bias", true);
+  const int bdt = args.dtype(5, "biasDtype");
+  const Buffer out = args.buffer(6, "out");
+  const int64_t M = args.integer(7, "M"), N = args.integer(8, "N"), K = args.integer(9, "K");
+  if (args.failed()) return nullptr;
+  args.check(bits == 8 || bits == 4, false, "bits must be 8 or 4, got %lld", static_cast<long long>(bits));
+  args.check(K % 32 == 0, false, "K = %lld is not a multiple of 32", static_cast<long long>(K));
+  if (args.failed()) return nullptr;
+  if (bias.data) {
+    float_dtype(args, bdt, "biasDtype");
+    args.fits(bias, bdt, {N});
+  }
+  args.fits(x, kF32, {M, K});
+  args.check(q.bytes >= static_cast<size_t>(N * quant_row_bytes(static_cast<int>(bits), K)), false,
+             "argument 'q' holds %zu bytes, too few for [%lld, %lld] at %lld bits", q.bytes,
+             static_cast<long long>(N), static_cast<long long>(K), static_cast<long long>(bits));
+  args.fits(scales, kF32, {N, K / 32});
+  args.fits(out, kF32, {M, N});
+  if (args.failed()) return nullptr;
+  linear_quantized(static_cast<const float*>(x.data), static_cast<const uint8_t*>(q.data),
+                   static_cast<const float*>(scales.data), static_cast<int>(bits), bias.data, bdt,
+                   static_cast<float*>(out.data), M, N, K);
+  return undefined(env);
+}
 // sort(x, outValues, outIndices, rows, n, descending): stable row-wise sort with indices.
 napi_value Sort(napi_env env, napi_callback_info info) {
   Args args(env, info, "sort", 6);
@@ -638,6 +698,8 @@ NAPI_MODULE_INIT() {
       {"rotary", nullptr, Rotary, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
       {"embedding", nullptr, Embedding, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
       {"dequantMxfp4", nullptr, DequantMxfp4, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
+      {"quantizeBlocks", nullptr, QuantizeBlocks, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
+      {"linearQuantized", nullptr, LinearQuantized, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
       {"sort", nullptr, Sort, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
       {"topk", nullptr, Topk, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
       {"mapRegions", nullptr, MapRegions, nullptr, nullptr, nullptr, napi_enumerable, nullptr},

@@ -111,6 +111,15 @@ void embedding(const void* table, int table_dtype, const void* ids, int ids_dtyp
 void dequant_mxfp4(const uint8_t* blocks, const uint8_t* scales, int64_t scale_row, float* out,
                    int64_t rows, int64_t nb);
 
+// quant.cc: block quantization (see quant_kernels.h for the layouts). w [N, K] of w_dtype (K a
+// multiple of 32) -> q (N * K bytes for bits 8, N * K / 2 for bits 4) and scales float32 [N, K / 32].
+void quantize_blocks(const void* w, int w_dtype, int bits, uint8_t* q, float* scales, int64_t N,
+                     int64_t K);
+// out [M, N] float32 = x [M, K] float32 @ W^T (+ bias [N] of bias_dtype, or null), W quantized as above.
+void linear_quantized(const float* x, const uint8_t* q, const float* scales, int bits,
+                      const void* bias, int bias_dtype, float* out, int64_t M, int64_t N,
+                      int64_t K);
+
 // sort.cc
 void sort(const float* x, float* values, int64_t* indices, int64_t rows, int64_t n, bool descending);
 void topk(const float* x, float* values, int64_t* indices, int64_t rows, int64_t n, int64_t k);

@@ -1,4 +1,4 @@
-/** The webgpu kernel table: every op of devices/kernels.ts. */
+/** The webgpu kernel table: every op of devices/kernels.ts but the block-quantized weights (cpu only so far). */
 import type { KernelSignatures } from "../../kernels.js";
 import { attentionKernels } from "./attention.js";
 import { elementwiseKernels } from "./elementwise.js";
@@ -11,7 +11,7 @@ import { pagedAttentionKernels } from "./paged_attention.js";
 import { reduceKernels } from "./reduce.js";
 import { sortKernels } from "./sort.js";
 
-export const webgpuKernels: KernelSignatures = {
+export const webgpuKernels: Omit<KernelSignatures, "quantizeBlocks" | "linearQuantized"> = {
   ...elementwiseKernels,
   ...reduceKernels,
   ...matmulKernels,

@@ -1,0 +1,89 @@
+/**
+ * Conformance cases of block-quantized weights (llama.cpp q8_0 / q4_0 layouts, float32 scales):
+ * quantizeBlocks on weights whose blocks quantize exactly (codes × a power of two), and
+ * linearQuantized against a float64 product with the dequantized weight. cpu-only kernels
+ * (Case.kernel): other devices list these cases as not run.
+ */
+import * as T from "../../tensor/ops.js";
+import type { Tensor } from "../../tensor/tensor.js";
+import { exact, floats, input, Rng, ulps, type Case } from "../case.js";
+import { EXACT, host } from "../reference.js";
+import { words } from "./quant.js";
+
+/** Random codes of a [N, K] weight: bytes of the payload and the integer value of every element. */
+function randomCodes(bits: 4 | 8, N: number, K: number, rng: Rng): { bytes: number[]; codes: number[] } {
+  const codes = Array.from({ length: N * K }, () => (bits === 8 ? rng.int(-127, 128) : rng.int(-8, 8)));
+  return { bytes: pack(bits, codes, N, K), codes };
+}
+
+/** The payload bytes of integer codes [N, K] (int4: nibble = code + 8, element j and j + 16 share byte j). */
+function pack(bits: 4 | 8, codes: number[], N: number, K: number): number[] {
+  if (bits === 8) return codes.map((c) => c & 0xff);
+  const bytes: number[] = [];
+  for (let b = 0; b < (N * K) / 32; b++) {
+    for (let j = 0; j < 16; j++) bytes.push((codes[b * 32 + j] + 8) | ((codes[b * 32 + j + 16] + 8) << 4));
+  }
+  return bytes;
+}
+
+function linearQuantizedCase(name: string, bits: 4 | 8, M: number, N: number, K: number, rng: Rng, biasDtype: "float32" | "bfloat16" | null): Case {
+  const { bytes, codes } = randomCodes(bits, N, K, rng);
+  const scales = Array.from({ length: (N * K) / 32 }, () => rng.uniform(0.001, 0.05));
+  const x = rng.tensor([M, K]);
+  const bias = biasDtype ? rng.tensor([N], -1, 1, biasDtype) : null;
+  const xs = x.values as number[], bs = bias ? (bias.values as number[]) : null;
+  const values: number[] = [], mag: number[] = [];
+  for (let m = 0; m < M; m++) for (let n = 0; n < N; n++) {
+    let s = bs ? bs[n] : 0, g = Math.abs(s);
+    for (let k = 0; k < K; k++) {
+      const p = xs[m * K + k] * codes[n * K + k] * scales[(n * K + k) >> 5];
+      s += p;
+      g += Math.abs(p);
+    }
+    values.push(s);
+    mag.push(g);
+  }
+  const inputs = [input(x), input(host("int32", [N, (K * bits) / 32], words(bytes))), input(host("float32", [N, K / 32], scales))];
+  if (bias) inputs.push(input(bias));
+  return {
+    op: "linearQuantized", name, kernel: "linearQuantized", inputs,
+    run: ([a, q, s, b]: Tensor[]) => T.linearQuantized(a, q, s, bits, b ?? null),
+    expect: [floats("float32", [M, N], values, mag)],
+    tol: ulps(4 + Math.ceil(Math.sqrt(K))),
+  };
+}
+
+/** A weight whose every block quantizes exactly: codes × 2^e per block, one code at the extreme. */
+function quantizeCase(name: string, bits: 4 | 8, N: number, K: number, rng: Rng): Case {
+  const { codes } = randomCodes(bits, N, K, rng);
+  const scales: number[] = [];
+  for (let b = 0; b < (N * K) / 32; b++) {
+    codes[b * 32 + rng.int(0, 32)] = bits === 8 ? (rng.int(0, 2) ? 127 : -127) : -8;
+    scales.push(2 ** rng.int(-12, 3));
+  }
+  const w = codes.map((c, i) => c * scales[i >> 5]);
+  return {
+    op: "quantizeBlocks", name, kernel: "quantizeBlocks",
+    inputs: [input(host("float32", [N, K], w))],
+    run: ([a]: Tensor[]) => { const r = T.quantizeBlocks(a, bits); return [r.q, r.scales]; },
+    expect: [exact(host("int32", [N, (K * bits) / 32], words(pack(bits, codes, N, K)))), exact(host("float32", [N, K / 32], scales))],
+    tol: EXACT,
+  };
+}
+
+export function blockQuantCases(): Case[] {
+  const rng = new Rng(14);
+  return [
+    quantizeCase("int8: 3 rows of 2 blocks", 8, 3, 64, rng),
+    quantizeCase("int4: 5 rows of 3 blocks", 4, 5, 96, rng),
+    {
+      op: "quantizeBlocks", name: "K not a multiple of 32 throws", kernel: "quantizeBlocks",
+      inputs: [input(rng.tensor([2, 40]))], run: ([a]: Tensor[]) => T.quantizeBlocks(a, 8).q, expect: { throws: "RangeError" }, tol: EXACT,
+    },
+    linearQuantizedCase("int8, 1 row (decode), K=64, float32 bias", 8, 1, 40, 64, rng, "float32"),
+    linearQuantizedCase("int4, 3 rows, K=96, bfloat16 bias", 4, 3, 33, 96, rng, "bfloat16"),
+    linearQuantizedCase("int8, 20 rows (dequantize + GEMM), 70 outputs", 8, 20, 70, 64, rng, null),
+    linearQuantizedCase("int4, 9 rows (dequantize + GEMM), 130 outputs", 4, 9, 130, 32, rng, null),
+    linearQuantizedCase("int4, 8 rows, K=256", 4, 8, 17, 256, rng, null),
+  ];
+}

@@ -1,0 +1,104 @@
+// Block quantization of weights (llama.cpp's quantize_row_q8_0_ref / quantize_row_q4_0_ref, with
+// float32 scales) and the quantized linear driver: decode-sized M runs the tier's dot_rows (weights
+// decoded in registers); larger M decodes panels of rows to float32 and runs the float GEMM.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "cpu.h"
+#include "dtype.h"
+#include "gemm.h"
+#include "ops.h"
+#include "quant_kernels.h"
+#include "thread_pool.h"
+
+namespace tsorch {
+
+namespace {
+
+// The quantized kernels of the tier the GEMM uses (so TSORCH_CPU_ISA selects both).
+const QuantKernels& quant_kernels() {
+  static const QuantKernels* k = [] {
+#if defined(TSORCH_X86_KERNELS)
+    const char* tier = gemm_kernels().name;
+    if (std::strcmp(tier, "avx512") == 0) return &quant_kernels_avx512();
+    if (std::strcmp(tier, "avx2") == 0) return &quant_kernels_avx2();
+#endif
+    return &quant_kernels_portable();
+  }();
+  return *k;
+}
+
+// Largest M run by dot_rows; above it, rows of W are decoded to float32 for the packed GEMM.
+constexpr int64_t kDotMaxM = 8;
+// Rows of W decoded at a time for the GEMM path.
+constexpr int64_t kPanelRows = 64;
+
+void quantize_block8(const float* x, uint8_t* q, float* d) {
+  float amax = 0.f;
+  for (int i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(x[i]));
+  *d = amax / 127.f;
+  const float id = *d != 0.f ? 1.f / *d : 0.f;
+  for (int i = 0; i < 32; ++i) q[i] = static_cast<uint8_t>(static_cast<int8_t>(std::round(x[i] * id)));
+}
+
+void quantize_block4(const float* x, uint8_t* q, float* d) {
+  float amax = 0.f, max = 0.f;  // max: the value of largest magnitude, sign kept
+  for (int i = 0; i < 32; ++i)
+    if (std::fabs(x[i]) > amax) { amax = std::fabs(x[i]); max = x[i]; }
+  *d = max / -8.f;
+  const float id = *d != 0.f ? 1.f / *d : 0.f;
+  for (int j = 0; j < 16; ++j) {
+    const int lo = std::min(15, static_cast<int>(x[j] * id + 8.5f));
+    const int hi = std::min(15, static_cast<int>(x[j + 16] * id + 8.5f));
+    q[j] = static_cast<uint8_t>(lo | (hi << 4));
+  }
+}
+
+}  // namespace
+
+void quantize_blocks(const void* w, int w_dtype, int bits, uint8_t* q, float* scales, int64_t N,
+                     int64_t K) {
+  const int64_t nb = K / 32, row = quant_row_bytes(bits, K), bb = bits == 8 ? 32 : 16;
+  parallel_rows(N, static_cast<double>(K) * 4, [&](int64_t n) {
+    float x[32];
+    for (int64_t g = 0; g < nb; ++g) {
+      for (int i = 0; i < 32; ++i) x[i] = load_float(w, w_dtype, n * K + g * 32 + i);
+      if (bits == 8) quantize_block8(x, q + n * row + g * bb, scales + n * nb + g);
+      else quantize_block4(x, q + n * row + g * bb, scales + n * nb + g);
+    }
+  });
+}
+
+void linear_quantized(const float* x, const uint8_t* q, const float* scales, int bits,
+                      const void* bias, int bias_dtype, float* out, int64_t M, int64_t N,
+                      int64_t K) {
+  std::vector<float> bias_f32;
+  if (bias) {
+    bias_f32.resize(N);
+    for (int64_t n = 0; n < N; ++n) bias_f32[n] = load_float(bias, bias_dtype, n);
+  }
+  const float* b = bias ? bias_f32.data() : nullptr;
+  const QuantKernels& k = quant_kernels();
+  if (M <= kDotMaxM) {
+    // Split N into chunks of 16 rows, several per thread (the machine is shared).
+    const int64_t chunks = (N + 15) / 16;
+    ThreadPool& pool = ThreadPool::get();
+    const int64_t tasks = std::min(chunks, split_count(2.0 * M * N * K, 4 * pool.size()));
+    pool.parallel_for(tasks, [&](int64_t t) {
+      const int64_t n0 = std::min(N, chunks * t / tasks * 16), n1 = std::min(N, chunks * (t + 1) / tasks * 16);
+      k.dot_rows(bits, x, K, M, K, q, scales, b, out, N, n0, n1);
+    });
+    return;
+  }
+  const int64_t panels = (N + kPanelRows - 1) / kPanelRows;
+  ThreadPool::get().parallel_for(panels, [&](int64_t p) {
+    const int64_t n0 = p * kPanelRows, n1 = std::min(N, n0 + kPanelRows);
+    float* w = thread_scratch(1, static_cast<size_t>((n1 - n0) * K));
+    k.dequant_rows(bits, K, q, scales, w, n0, n1);
+    gemm_range(x, K, M, K, BMatrix{w, kF32, 1, K}, b ? b + n0 : nullptr, out + n0, N, 0, n1 - n0);
+  });
+}
+
+}  // namespace tsorch

@@ -1,0 +1,36 @@
+// Block-quantized weights (llama.cpp's q8_0 and q4_0 layouts, float32 scales): the kernel table
+// each instruction-set variant (quant_portable.cc, quant_avx2.cc, quant_avx512.cc) provides.
+//
+// A weight W [N, K] (K a multiple of 32) is stored row by row in blocks of 32 values along K,
+// each with one float32 scale d (scales [N, K / 32]):
+//   bits 8 (q8_0): 32 int8 codes q, value = q * d;
+//   bits 4 (q4_0): 16 bytes, byte j holding element j in its low nibble and element j + 16 in its
+//                  high nibble, value = (nibble - 8) * d.
+#pragma once
+
+#include <cstdint>
+
+namespace tsorch {
+
+struct QuantKernels {
+  const char* name;  // "avx512", "avx2" or "portable"
+  // For m < M and n0 <= n < n1: C[m*ldc + n] = sum_k A[m*lda + k] * W(n, k) (+ bias[n]),
+  // W decoded in registers. Single-threaded; meant for small M (decode).
+  void (*dot_rows)(int bits, const float* A, int64_t lda, int64_t M, int64_t K, const uint8_t* q,
+                   const float* scales, const float* bias, float* C, int64_t ldc, int64_t n0,
+                   int64_t n1);
+  // Rows n0 <= n < n1 of W decoded to float32 into dst[(n - n0) * K + k].
+  void (*dequant_rows)(int bits, int64_t K, const uint8_t* q, const float* scales, float* dst,
+                       int64_t n0, int64_t n1);
+};
+
+const QuantKernels& quant_kernels_portable();
+#if defined(TSORCH_X86_KERNELS)
+const QuantKernels& quant_kernels_avx2();
+const QuantKernels& quant_kernels_avx512();
+#endif
+
+// Payload bytes of one row of K values.
+inline int64_t quant_row_bytes(int bits, int64_t K) { return bits == 8 ? K : K / 2; }
+
+}  // namespace tsorch

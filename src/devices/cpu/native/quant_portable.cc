@@ -1,0 +1,13 @@
+// Block-quantized linear kernels (quant_impl.h) for the portable tier.
+// Compiled for the baseline target.
+#include "quant_impl.h"
+
+namespace tsorch {
+
+// The portable quantized-weight kernel table (see quant_kernels.h).
+const QuantKernels& quant_kernels_portable() {
+  static const QuantKernels kernels{kQuantName, dot_rows, dequant_rows};
+  return kernels;
+}
+
+}  // namespace tsorch

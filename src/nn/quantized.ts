@@ -1,0 +1,53 @@
+/**
+ * Weight-only block quantization of nn.Linear layers, as llama.cpp's q8_0 ("int8") and q4_0
+ * ("int4"): symmetric scales per block of 32 along the input dimension, stored as float32.
+ * Activations stay float32; the weight is decoded inside the kernel (tensor/ops.ts linearQuantized).
+ */
+import { quantizeBlocks } from "../tensor/ops.js";
+import type { Tensor } from "../tensor/tensor.js";
+import { Linear } from "./layers.js";
+import type { Module } from "./module.js";
+
+/** The weight formats `--dtype` accepts besides the float dtypes. */
+export type WeightQuantization = "int8" | "int4";
+
+/** Bits per code of each format. */
+export const QUANT_BITS: Record<WeightQuantization, 4 | 8> = { int8: 8, int4: 4 };
+
+/** Whether `s` names a weight quantization ("int8" or "int4"). */
+export function isWeightQuantization(s: unknown): s is WeightQuantization {
+  return s === "int8" || s === "int4";
+}
+
+/**
+ * A block-quantized weight [N, K]: q int32 [N, K * bits / 32] (packed codes, see
+ * KernelSignatures.quantizeBlocks) and scales float32 [N, K / 32].
+ */
+export class QuantizedWeight {
+  constructor(readonly bits: 4 | 8, readonly q: Tensor, readonly scales: Tensor) {}
+
+  /** Quantize a float weight [N, K] (K a multiple of 32; RangeError otherwise). */
+  static quantize(w: Tensor, bits: 4 | 8): QuantizedWeight {
+    const { q, scales } = quantizeBlocks(w, bits);
+    return new QuantizedWeight(bits, q, scales);
+  }
+}
+
+/**
+ * Quantize the weight of every Linear under `root` whose input size is a multiple of 32 (the
+ * others stay float, as do embeddings, norms and biases). Returns how many layers were quantized
+ * and the names of those left float.
+ */
+export function quantizeLinears(root: Module, format: WeightQuantization): { quantized: number; skipped: string[] } {
+  let quantized = 0;
+  const skipped: string[] = [];
+  for (const [name, m] of root.namedModules()) {
+    if (!(m instanceof Linear)) continue;
+    if (m.inFeatures % 32 !== 0) skipped.push(name);
+    else {
+      m.quantized = QuantizedWeight.quantize(m.weight.value, QUANT_BITS[format]);
+      quantized++;
+    }
+  }
+  return { quantized, skipped };
+}
