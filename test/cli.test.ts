@@ -79,8 +79,8 @@ test("bad input: one-line errors, non-zero exit", async (t) => {
   const gen = (model: string, ...more: string[]) => tsorch(["generate", "--model", model, "--prompt", "Once", "--max-new-tokens", "2", ...more]);
 
   assertOneLineError(await gen("/nonexistent/model-folder"), /not found/);
-  assertOneLineError(await gen(STORIES, "--device", "tpu9"), /unknown device 'tpu9'; available: cpu/);
-  assertOneLineError(await gen(STORIES, "--dtype", "float8"), /unknown dtype 'float8'/);
+  assertOneLineError(await gen(STORIES, "--device", "tpu9"), /--device: unknown device 'tpu9'; available: cpu/);
+  assertOneLineError(await gen(STORIES, "--dtype", "float8"), /--dtype must be one of auto, float32, bfloat16, float16, int8, int4, got 'float8'/);
   assertOneLineError(await tsorch(["generate", "--model", STORIES, "--input-ids", "1,x"]), /--input-ids/);
   assertOneLineError(await tsorch(["generate", "--model", STORIES, "--prompt", "x", "--max-new-tokens", "many"]), /--max-new-tokens/);
 
@@ -126,4 +126,18 @@ test("bad input: one-line errors, non-zero exit", async (t) => {
   dir = storiesCopy();
   writeFileSync(path.join(dir, "config.json"), JSON.stringify({ ...cfg, num_hidden_layers: 4 }));
   assertOneLineError(await gen(dir), /unexpected .*model\.layers\.4\./);
+});
+
+test("--dtype, --device, serve's --port and --max-model-len are usage errors (exit 2) naming the flag, before anything loads", async () => {
+  const cases: [string[], RegExp][] = [
+    [["generate", "--model", "/nonexistent", "--dtype", "int3", "--prompt", "x"], /--dtype must be one of auto, float32, bfloat16, float16, int8, int4, got 'int3'/],
+    [["forward", "--model", "/nonexistent", "--device", "cuda", "--input-ids", "1"], /--device: unknown device 'cuda'; available: cpu, webgpu/],
+    [["serve", "--model", "/nonexistent", "--port", "99999"], /--port must be an integer in \[0, 65535\], got 99999/],
+    [["serve", "--model", "/nonexistent", "--max-model-len", "-1"], /--max-model-len must be a positive integer, got -1/],
+  ];
+  for (const [args, re] of cases) {
+    const r = await run(process.execPath, [CLI, ...args]).then(() => ({ code: 0, stderr: "" }), (e) => e as { code: number; stderr: string });
+    assert.equal(r.code, 2, `${args.join(" ")}: ${r.stderr}`);
+    assert.match(r.stderr, re);
+  }
 });

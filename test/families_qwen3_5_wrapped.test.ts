@@ -68,6 +68,11 @@ test("qwen3_5: mtp.* and model.visual.* are skipped; a missing or unknown langua
   const stray = "model.language_model.layers.1.mlp.extra.weight";
   extra.set(stray, raw(stray, [2], new Uint8Array(8)));
   assert.throws(() => new Qwen3_5ForConditionalGeneration(f.config).loadWeights(extra, cpu), /1 unexpected weight\(s\).*model\.layers\.1\.mlp\.extra\.weight/);
+  // A renamed tensor: both names in one message.
+  const renamed = new Map(missingOne);
+  renamed.set(stray, raw(stray, [2], new Uint8Array(8)));
+  assert.throws(() => new Qwen3_5ForConditionalGeneration(f.config).loadWeights(renamed, cpu),
+    /missing 1 weight\(s\).*model\.layers\.1\.mlp\.up_proj\.weight; and has 1 unexpected weight\(s\).*model\.layers\.1\.mlp\.extra\.weight/);
   assert.throws(() => new Qwen3_5ForConditionalGeneration({ ...f.config, text_config: undefined }), (e: Error) => e instanceof ConfigError && /no 'text_config'/.test(e.message));
 });
 

@@ -81,7 +81,10 @@ test("stories260K: repetition penalty and stop strings match transformers; sampl
   for (const [opts, re] of bad) assert.throws(() => model.generateStream([prompt], opts as never), re);
   await assert.rejects(model.generate([1, 2.5]), /token id 2\.5 at \[0\]\[1\] is not an integer in \[0, 512\)/);
   await assert.rejects(model.generate([1, 512]), /token id 512/);
-  await assert.rejects(AutoModelForCausalLM.fromPretrained(STORIES, { dtype: "int32" }), /not a weight dtype/);
+  await assert.rejects(AutoModelForCausalLM.fromPretrained(STORIES, { dtype: "int32" }), /not a weight dtype; supported: auto, float32, bfloat16, float16, int8, int4/);
+  await assert.rejects(AutoModelForCausalLM.fromPretrained(STORIES, { dtype: "int3" }), /unknown dtype 'int3'; supported: auto, float32/);
+  assert.throws(() => model.logits(model.idsTensor([[1, 2]]) as never), /logits: expected token ids as number\[\]\[\] .* got Tensor/);
+  assert.deepEqual(model.logits(prompt).shape, model.logits([prompt]).shape);
 
   const steps: number[][] = [];
   for await (const step of model.generateStream([prompt], { maxNewTokens: 6 })) steps.push(step);

@@ -2,6 +2,7 @@
  * `tsorch generate` and `tsorch forward`: load a model (folder or Hub id) and generate text,
  * streaming it to stdout, or print logits / token ids as JSON for scripting.
  */
+import { deviceTypes } from "../devices/registry.js";
 import { existsSync } from "node:fs";
 import * as path from "node:path";
 import { loadConfig, loadGenerationConfig, resolveModel } from "../hub/index.js";
@@ -39,6 +40,16 @@ and --input-ids are absent.`;
 export const FORWARD_USAGE = `usage: tsorch forward --model DIR_OR_HUB_ID --input-ids 1,2,3[;4,5,6] [--device D] [--dtype T] --output json
 Prints {"logits": [[...], ...]}: the logits of every position (one level deeper for several sequences).`;
 
+const WEIGHT_DTYPES = ["auto", "float32", "bfloat16", "float16", "int8", "int4"];
+
+/** --dtype and --device checked before anything loads (usage errors, exit 2). */
+function checkModelFlags(values: Record<string, unknown>): void {
+  const dtype = values.dtype as string | undefined;
+  if (dtype !== undefined && !WEIGHT_DTYPES.includes(dtype)) throw new UsageError(`--dtype must be one of ${WEIGHT_DTYPES.join(", ")}, got '${dtype}'`);
+  const device = values.device as string | undefined;
+  if (device !== undefined && !deviceTypes().includes(device.split(":")[0])) throw new UsageError(`--device: unknown device '${device}'; available: ${deviceTypes().join(", ")}`);
+}
+
 function checkOutput(v: unknown): "text" | "json" {
   if (v === undefined || v === "text" || v === "json") return (v ?? "text") as "text" | "json";
   throw new UsageError(`--output must be text or json, got '${v}'`);
@@ -47,6 +58,7 @@ function checkOutput(v: unknown): "text" | "json" {
 /** Resolve and load the model; `beforeWeights(dir)` runs once the folder is there, before the weights load. */
 async function loadModel(values: Record<string, unknown>, beforeWeights?: (dir: string) => Promise<void>): Promise<{ model: PreTrainedModel; dir: string }> {
   if (typeof values.model !== "string") throw new UsageError("--model is required (a folder or a Hub id such as org/name)");
+  checkModelFlags(values);
   const dir = await resolveModel(values.model, { revision: values.revision as string | undefined });
   await beforeWeights?.(dir);
   const model = await AutoModelForCausalLM.fromPretrained(dir, { device: values.device as string | undefined, dtype: values.dtype as string | undefined });

@@ -4,7 +4,7 @@
  * (`tsorch: error: …`) with a non-zero exit; TSORCH_DEBUG=1 prints the stack too. Without
  * `--model`, generate and forward use the model the package ships (models/stories260K).
  */
-import { fileURLToPath } from "node:url";
+import { DEFAULT_MODEL } from "./default_model.js";
 import "../devices/builtin.js";
 import { benchCommand, BENCH_USAGE } from "./bench_serve.js";
 import { conformanceCommand, CONFORMANCE_USAGE } from "./conformance.js";
@@ -22,10 +22,6 @@ const COMMANDS: Record<string, { run: (argv: string[]) => Promise<void>; usage: 
   kernels: { run: kernelsCommand, usage: KERNELS_USAGE },
 };
 
-/** The folder of the model the package ships (stories260K, MIT; see its README), used when
- * generate or forward get no --model: it works offline, without ../shared or the Hub. */
-const DEFAULT_MODEL = fileURLToPath(new URL("../../../models/stories260K", import.meta.url));
-
 /** argv with `--model DEFAULT_MODEL` in front when it has no --model of its own. */
 function withDefaultModel(argv: string[]): string[] {
   return argv.some((a) => a === "--model" || a.startsWith("--model=")) ? argv : ["--model", DEFAULT_MODEL, ...argv];
@@ -37,7 +33,7 @@ commands:
              shipped stories260K)
   forward    print the logits of a forward pass as JSON (same default model)
   conformance  check every op of a device against float64 references
-  serve      an OpenAI-compatible server (continuous batching, paged KV cache)
+  serve      an OpenAI-compatible server (continuous batching, paged KV cache; same default model)
   bench      bench serve: benchmark a running server
   kernels    lock / download hub kernels (kernels.lock)
 Run \`tsorch <command> --help\` for its options.`;
@@ -54,7 +50,7 @@ async function main(argv: string[]): Promise<number> {
     process.stdout.write(cmd.usage + "\n");
     return 0;
   }
-  await cmd.run(name === "generate" || name === "forward" ? withDefaultModel(rest) : rest);
+  await cmd.run(name === "generate" || name === "forward" || name === "serve" ? withDefaultModel(rest) : rest);
   return 0;
 }
 

@@ -2,6 +2,7 @@
  * `tsorch serve`: load a model and its tokenizer, start the OpenAI-compatible server (serve/), and
  * on SIGTERM / SIGINT stop accepting, let running requests finish (--drain-timeout), then exit 0.
  */
+import { DEFAULT_MODEL, DEFAULT_MODEL_NAME } from "./default_model.js";
 import { existsSync } from "node:fs";
 import { isIP } from "node:net";
 import * as path from "node:path";
@@ -54,13 +55,14 @@ export async function serveCommand(argv: string[]): Promise<void> {
   };
   const host = (v.host as string | undefined) ?? "127.0.0.1";
   const port = numberFlag(v, "port", true) ?? 8000;
+  if (port < 0 || port > 65535) throw new UsageError(`--port must be an integer in [0, 65535], got ${port}`);
   const apiKey = (v["api-key"] as string | undefined) ?? process.env.TSORCH_API_KEY ?? undefined;
   const opts = {
-    servedModelName: (v["served-model-name"] as string | undefined) ?? v.model,
+    servedModelName: (v["served-model-name"] as string | undefined) ?? (v.model === DEFAULT_MODEL ? DEFAULT_MODEL_NAME : v.model),
     apiKey: apiKey === "" ? undefined : apiKey,
     maxNumSeqs: positive("max-num-seqs", 64),
     maxNumBatchedTokens: positive("max-num-batched-tokens", 512),
-    maxModelLen: numberFlag(v, "max-model-len", true),
+    maxModelLen: v["max-model-len"] === undefined ? undefined : positive("max-model-len", 0),
     maxQueue: positive("max-queue", 256),
     blockSize: positive("block-size", 16),
     kvCacheBytes: parseBytes("kv-cache-memory", (v["kv-cache-memory"] as string | undefined) ?? "2GiB"),

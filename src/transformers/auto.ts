@@ -29,8 +29,14 @@ export class AutoModelForCausalLM {
    */
   static async fromPretrained(pathOrId: string, opts: FromPretrainedOptions = {}): Promise<PreTrainedModel> {
     const quantize = isWeightQuantization(opts.dtype) ? opts.dtype : null;
-    const dtype = opts.dtype === undefined || opts.dtype === "auto" || quantize ? undefined : parseDType(opts.dtype);
-    if (dtype && !isFloating(dtype)) throw new Error(`dtype '${opts.dtype}' is not a weight dtype; use float32, bfloat16, float16, int8, int4 or auto`);
+    const weightDtypes = "auto, float32, bfloat16, float16, int8, int4";
+    let dtype: DType | undefined;
+    try {
+      dtype = opts.dtype === undefined || opts.dtype === "auto" || quantize ? undefined : parseDType(opts.dtype);
+    } catch {
+      throw new Error(`unknown dtype '${opts.dtype}'; supported: ${weightDtypes}`);
+    }
+    if (dtype && !isFloating(dtype)) throw new Error(`dtype '${opts.dtype}' is not a weight dtype; supported: ${weightDtypes}`);
     const device = await openDevice(opts.device ?? "cpu");
     if (quantize && device.type !== "cpu") throw new Error(`dtype '${quantize}' (quantized weights) is supported on cpu only, not on '${device.type}'`);
     const source = modelSource();

@@ -103,8 +103,12 @@ export abstract class PreTrainedModel extends Module {
     const ignored = this.ignoredKeys();
     const missing = [...params.keys()].filter((n) => !weights.has(n) && !(tied[n] && weights.has(tied[n])));
     const unexpected = [...weights.keys()].filter((n) => !params.has(n) && !ignored.some((r) => r.test(n)));
-    if (missing.length) throw new WeightLoadError(`checkpoint is missing ${missing.length} weight(s) of ${this.constructor.name}: ${listNames(missing)}`);
-    if (unexpected.length) throw new WeightLoadError(`checkpoint has ${unexpected.length} unexpected weight(s) for ${this.constructor.name}: ${listNames(unexpected)}`);
+    // Both lists in one message: a renamed tensor shows up as one missing and one unexpected name.
+    const problems = [
+      missing.length ? `is missing ${missing.length} weight(s) of ${this.constructor.name}: ${listNames(missing)}` : "",
+      unexpected.length ? `has ${unexpected.length} unexpected weight(s) for ${this.constructor.name}: ${listNames(unexpected)}` : "",
+    ].filter(Boolean);
+    if (problems.length) throw new WeightLoadError(`checkpoint ${problems.join("; and ")}`);
     const loaded = new Map<string, Tensor>();
     for (const [name, p] of params) {
       const raw = weights.get(name) ?? weights.get(tied[name])!;
@@ -181,13 +185,18 @@ export abstract class PreTrainedModel extends Module {
 
   /**
    * Logits of a full forward pass without cache: ids [B][L] (optionally left-padded with
-   * attentionMask) -> float32 [B, L, vocab]. Positions follow transformers: cumsum(mask) - 1.
+   * attentionMask) -> float32 [B, L, vocab]; a flat number[] is one sequence. Positions follow
+   * transformers: cumsum(mask) - 1. Throws TypeError for anything but lists of token ids.
    */
-  logits(ids: number[][], attentionMask?: number[][]): Tensor {
-    this.checkIds(ids);
+  logits(ids: number[][] | number[], attentionMask?: number[][]): Tensor {
+    if (!Array.isArray(ids)) throw new TypeError(`logits: expected token ids as number[][] (one row per sequence) or number[], got ${ids === null ? "null" : typeof ids === "object" ? (ids as object).constructor?.name ?? "an object" : typeof ids}`);
+    if (!Array.isArray(ids[0])) ids = [ids as number[]];
+    const rows = ids as number[][];
+    if (!rows.every(Array.isArray)) throw new TypeError("logits: every row of ids must be a number[] of token ids");
+    this.checkIds(rows);
     return this.forward({
-      inputIds: this.idsTensor(ids),
-      positionIds: positionsFromMask(attentionMask ?? ids.map((r) => r.map(() => 1)), 0),
+      inputIds: this.idsTensor(rows),
+      positionIds: positionsFromMask(attentionMask ?? rows.map((r) => r.map(() => 1)), 0),
       attentionMask: attentionMask ?? null,
       cache: null,
     });
