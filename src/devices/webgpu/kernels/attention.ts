@@ -13,9 +13,24 @@ import { fbits } from "../dispatch.js";
 import { bufferOf, deviceOf } from "./common.js";
 import { binding, LIBRARY, loader } from "./wgsl.js";
 
-const WG = 64;
+export const WG = 64;
+/** WGSL: a workgroup sum or max of one f32 per thread, the same (uniform) value returned to every
+ * thread; shared by the attention kernels (workgroups of WG threads). */
+export const WG_REDUCE = /* wgsl */ `
+var<workgroup> red: array<f32, ${WG}>;
+fn wg_reduce(v: f32, lid: u32, is_max: bool) -> f32 {
+  red[lid] = v;
+  workgroupBarrier();
+  for (var s = ${WG / 2}u; s > 0u; s = s >> 1u) {
+    if (lid < s) { red[lid] = select(red[lid] + red[lid + s], max(red[lid], red[lid + s]), is_max); }
+    workgroupBarrier();
+  }
+  let r = workgroupUniformLoad(&red[0]);
+  workgroupBarrier();
+  return r;
+}`;
 /** Largest head size (D and Dv) the kernel holds in workgroup memory / registers. */
-const MAX_HEAD = 512;
+export const MAX_HEAD = 512;
 
 function sdpa(q: TensorView, k: TensorView, v: TensorView, mask: TensorView | null, out: TensorView, p: SdpaParams): void {
   const dev = deviceOf(out);
@@ -31,18 +46,7 @@ ${binding(2, "k", "read")}${loader("k", k.dtype)}${binding(3, "v", "read")}${loa
 @group(0) @binding(6) var<storage, read> SINKS: array<f32>;
 var<workgroup> qs: array<f32, ${MAX_HEAD}>;
 var<workgroup> ps: array<f32, ${WG}>;
-var<workgroup> red: array<f32, ${WG}>;
-fn wg_reduce(v: f32, lid: u32, is_max: bool) -> f32 {
-  red[lid] = v;
-  workgroupBarrier();
-  for (var s = ${WG / 2}u; s > 0u; s = s >> 1u) {
-    if (lid < s) { red[lid] = select(red[lid] + red[lid + s], max(red[lid], red[lid + s]), is_max); }
-    workgroupBarrier();
-  }
-  let r = workgroupUniformLoad(&red[0]);
-  workgroupBarrier();
-  return r;
-}
+${WG_REDUCE}
 @compute @workgroup_size(${WG}) fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
   let i = wid.x; let h = wid.y; let b = wid.z;
   let Hq = pu(0u); let Hkv = pu(1u); let Lq = pu(2u); let Lk = pu(3u); let D = pu(4u); let Dv = pu(5u);

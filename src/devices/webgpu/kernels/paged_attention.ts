@@ -10,11 +10,8 @@ import type { KernelSignatures, PagedAttentionParams } from "../../kernels.js";
 import type { TensorView } from "../../view.js";
 import { fbits, grid } from "../dispatch.js";
 import { bufferOf, deviceOf } from "./common.js";
+import { MAX_HEAD, WG, WG_REDUCE } from "./attention.js";
 import { entry, LIBRARY } from "./wgsl.js";
-
-const WG = 64;
-/** Largest head size (D and Dv) the attention kernel holds in workgroup memory / registers. */
-const MAX_HEAD = 512;
 
 function pagedKVWrite(k: TensorView, v: TensorView, kCache: TensorView, vCache: TensorView, slots: TensorView): void {
   const dev = deviceOf(kCache);
@@ -52,18 +49,7 @@ function pagedAttention(q: TensorView, kCache: TensorView, vCache: TensorView, t
 var<workgroup> qs: array<f32, ${MAX_HEAD}>;
 var<workgroup> ps: array<f32, ${WG}>;
 var<workgroup> slot: array<u32, ${WG}>;
-var<workgroup> red: array<f32, ${WG}>;
-fn wg_reduce(v: f32, lid: u32, is_max: bool) -> f32 {
-  red[lid] = v;
-  workgroupBarrier();
-  for (var s = ${WG / 2}u; s > 0u; s = s >> 1u) {
-    if (lid < s) { red[lid] = select(red[lid] + red[lid + s], max(red[lid], red[lid + s]), is_max); }
-    workgroupBarrier();
-  }
-  let r = workgroupUniformLoad(&red[0]);
-  workgroupBarrier();
-  return r;
-}
+${WG_REDUCE}
 @compute @workgroup_size(${WG}) fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
   let t = wid.x; let h = wid.y;
   let Hq = pu(0u); let Hkv = pu(1u); let D = pu(2u); let Dv = pu(3u); let bs = pu(4u); let mb = pu(5u);
