@@ -3,8 +3,12 @@
 // by quant_avx512.cc, quant_avx2.cc and quant_portable.cc.
 #pragma once
 
-#if defined(__AVX2__) || defined(__AVX512F__)
-#include <immintrin.h>
+#if defined(__AVX512F__)
+#include "simd_avx512.h"
+#elif defined(__AVX2__)
+#include "simd_avx2.h"
+#else
+#include "simd_portable.h"
 #endif
 
 #include "quant_kernels.h"
@@ -12,17 +16,12 @@
 namespace tsorch {
 namespace {
 
+// The GEMM's vector traits (simd_*.h: zero, set1, load, store, fma, hsum) for the instruction set of
+// the translation unit, plus what quantized blocks add: a product and the decoding of one block.
 #if defined(__AVX512F__)
-constexpr const char* kQuantName = "avx512";
-using QVec = __m512;
-constexpr int kQW = 16;
-inline QVec qzero() { return _mm512_setzero_ps(); }
-inline QVec qload(const float* p) { return _mm512_loadu_ps(p); }
-inline void qstore(float* p, QVec v) { _mm512_storeu_ps(p, v); }
-inline QVec qfma(QVec a, QVec b, QVec c) { return _mm512_fmadd_ps(a, b, c); }
+using QV = VecAvx512;
+using QVec = QV::vf;
 inline QVec qmul(QVec a, QVec b) { return _mm512_mul_ps(a, b); }
-inline QVec qset1(float a) { return _mm512_set1_ps(a); }
-inline float qhsum(QVec v) { return _mm512_reduce_add_ps(v); }
 // The 32 values of one block (before scaling) in two vectors.
 inline void qdecode(int bits, const uint8_t* p, QVec w[2]) {
   if (bits == 8) {
@@ -38,21 +37,9 @@ inline void qdecode(int bits, const uint8_t* p, QVec w[2]) {
   }
 }
 #elif defined(__AVX2__)
-constexpr const char* kQuantName = "avx2";
-using QVec = __m256;
-constexpr int kQW = 8;
-inline QVec qzero() { return _mm256_setzero_ps(); }
-inline QVec qload(const float* p) { return _mm256_loadu_ps(p); }
-inline void qstore(float* p, QVec v) { _mm256_storeu_ps(p, v); }
-inline QVec qfma(QVec a, QVec b, QVec c) { return _mm256_fmadd_ps(a, b, c); }
+using QV = VecAvx2;
+using QVec = QV::vf;
 inline QVec qmul(QVec a, QVec b) { return _mm256_mul_ps(a, b); }
-inline QVec qset1(float a) { return _mm256_set1_ps(a); }
-inline float qhsum(QVec v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
 inline QVec qcvt8(__m128i b) { return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(b)); }
 inline void qdecode(int bits, const uint8_t* p, QVec w[4]) {
   __m128i a, c;
@@ -71,16 +58,9 @@ inline void qdecode(int bits, const uint8_t* p, QVec w[4]) {
   w[3] = qcvt8(_mm_srli_si128(c, 8));
 }
 #else
-constexpr const char* kQuantName = "portable";
-struct QVec { float v[8]; };
-constexpr int kQW = 8;
-inline QVec qzero() { return QVec{}; }
-inline QVec qload(const float* p) { QVec r; for (int i = 0; i < 8; ++i) r.v[i] = p[i]; return r; }
-inline void qstore(float* p, QVec a) { for (int i = 0; i < 8; ++i) p[i] = a.v[i]; }
-inline QVec qfma(QVec a, QVec b, QVec c) { for (int i = 0; i < 8; ++i) c.v[i] += a.v[i] * b.v[i]; return c; }
-inline QVec qmul(QVec a, QVec b) { for (int i = 0; i < 8; ++i) a.v[i] *= b.v[i]; return a; }
-inline QVec qset1(float a) { QVec r; for (int i = 0; i < 8; ++i) r.v[i] = a; return r; }
-inline float qhsum(QVec a) { float s = 0; for (int i = 0; i < 8; ++i) s += a.v[i]; return s; }
+using QV = VecPortable;
+using QVec = QV::vf;
+inline QVec qmul(QVec a, QVec b) { for (int i = 0; i < QV::W; ++i) a.v[i] *= b.v[i]; return a; }
 inline void qdecode(int bits, const uint8_t* p, QVec w[4]) {
   for (int i = 0; i < 32; ++i) {
     const int v = bits == 8 ? static_cast<int8_t>(p[i])
@@ -90,6 +70,8 @@ inline void qdecode(int bits, const uint8_t* p, QVec w[4]) {
 }
 #endif
 
+constexpr const char* kQuantName = QV::kName;
+constexpr int kQW = QV::W;
 constexpr int kQV = 32 / kQW;  // vectors per block
 
 // MM rows of A against R rows of W starting at row n: each block of W is decoded once and used
@@ -100,7 +82,7 @@ void dot_tile(int bits, const float* A, int64_t lda, int64_t K, const uint8_t* q
   const int64_t nb = K / 32, bb = bits == 8 ? 32 : 16, row = quant_row_bytes(bits, K);
   QVec acc[MM][R];
   for (int m = 0; m < MM; ++m)
-    for (int r = 0; r < R; ++r) acc[m][r] = qzero();
+    for (int r = 0; r < R; ++r) acc[m][r] = QV::zero();
   for (int64_t g = 0; g < nb; ++g) {
     QVec w[R][kQV], d[R];
     for (int r = 0; r < R; ++r) {
@@ -108,21 +90,21 @@ void dot_tile(int bits, const float* A, int64_t lda, int64_t K, const uint8_t* q
       // streams far enough (as gemv_nt_block in gemm_impl.h).
       if (R > 1) __builtin_prefetch(q + (n + r) * row + g * bb + 16384 / R);
       qdecode(bits, q + (n + r) * row + g * bb, w[r]);
-      d[r] = qset1(scales[(n + r) * nb + g]);
+      d[r] = QV::set1(scales[(n + r) * nb + g]);
     }
     for (int m = 0; m < MM; ++m) {
       QVec a[kQV];
-      for (int v = 0; v < kQV; ++v) a[v] = qload(A + m * lda + g * 32 + v * kQW);
+      for (int v = 0; v < kQV; ++v) a[v] = QV::load(A + m * lda + g * 32 + v * kQW);
       for (int r = 0; r < R; ++r) {
         QVec t = qmul(w[r][0], a[0]);
-        for (int v = 1; v < kQV; ++v) t = qfma(w[r][v], a[v], t);
-        acc[m][r] = qfma(t, d[r], acc[m][r]);
+        for (int v = 1; v < kQV; ++v) t = QV::fma(w[r][v], a[v], t);
+        acc[m][r] = QV::fma(t, d[r], acc[m][r]);
       }
     }
   }
   for (int m = 0; m < MM; ++m)
     for (int r = 0; r < R; ++r)
-      C[m * ldc + n + r] = qhsum(acc[m][r]) + (bias ? bias[n + r] : 0.f);
+      C[m * ldc + n + r] = QV::hsum(acc[m][r]) + (bias ? bias[n + r] : 0.f);
 }
 
 // MM rows of A against rows [n0, n1) of W. One row of A (decode) takes one row of W at a time, so
@@ -161,9 +143,9 @@ void dequant_rows(int bits, int64_t K, const uint8_t* q, const float* scales, fl
     for (int64_t g = 0; g < nb; ++g) {
       QVec w[kQV];
       qdecode(bits, q + n * row + g * bb, w);
-      const QVec d = qset1(scales[n * nb + g]);
+      const QVec d = QV::set1(scales[n * nb + g]);
       float* o = dst + (n - n0) * K + g * 32;
-      for (int v = 0; v < kQV; ++v) qstore(o + v * kQW, qmul(w[v], d));
+      for (int v = 0; v < kQV; ++v) QV::store(o + v * kQW, qmul(w[v], d));
     }
   }
 }
