@@ -165,6 +165,14 @@ export function where(cond: Tensor, a0: TensorLike, b0: TensorLike): Tensor {
   });
 }
 
+/** min(max(x, min), max) elementwise (torch.clamp); either bound may be null, not both. NaN stays
+ * NaN; the dtype follows maximum/minimum with a scalar. Throws RangeError without bounds. */
+export function clamp(x: Tensor, min: number | null = null, max: number | null = null): Tensor {
+  if (min === null && max === null) throw new RangeError("clamp: at least one of min and max must be given");
+  const lo = min === null ? x : maximum(x, min);
+  return max === null ? lo : minimum(lo, max);
+}
+
 /** x with `value` where mask is true (torch.Tensor.masked_fill). */
 export function maskedFill(x: Tensor, mask: Tensor, value: number): Tensor {
   return where(mask, new Tensor(x.device.upload(encode([value], x.dtype)), x.dtype, []), x);

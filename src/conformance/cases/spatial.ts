@@ -1,8 +1,10 @@
 /**
  * Conformance cases of the image ops: conv2d (stride, padding, dilation, groups, bias, half
- * weights), groupNorm, interpolate (nearest, PyTorch's float32 index rule) and pad (constant).
+ * weights), groupNorm, interpolate (nearest, PyTorch's float32 index rule) and pad (constant),
+ * and of clamp (the image postprocessing's clamp to [0, 1]).
  * References are float64; conv2d's error scales with sum |x * w| over each output's window.
  */
+import { clamp } from "../../tensor/ops.js";
 import * as S from "../../tensor/spatial.js";
 import type { DType } from "../../tensor/dtype.js";
 import type { Tensor } from "../../tensor/tensor.js";
@@ -194,7 +196,25 @@ function padCases(rng: Rng): Case[] {
   ];
 }
 
+// ------------------------------------------------------------------ clamp
+
+function clampCase(name: string, x: Input, min: number | null, max: number | null): Case {
+  const run = ([a]: Tensor[]) => clamp(a, min, max);
+  if (min === null && max === null) return { op: "clamp", name, inputs: [x], run, expect: { throws: "RangeError" }, tol: ulps(0) };
+  const values = f32(x.t).map((v) => (Number.isNaN(v) ? NaN : Math.min(Math.max(v, min ?? -Infinity), max ?? Infinity)));
+  return { op: "clamp", name, inputs: [x], run, expect: [exact(host("float32", x.t.shape, values))], tol: ulps(0) };
+}
+
+function clampCases(rng: Rng): Case[] {
+  return [
+    clampCase("to [0, 1] with NaN and infinities", input(host("float32", [2, 3], [-0.5, 0.25, 1.5, NaN, Infinity, -Infinity])), 0, 1),
+    clampCase("min only, strided", input(rng.tensor([3, 4]), "strided"), -0.5, null),
+    clampCase("max only", input(rng.tensor([5])), null, 0.75),
+    clampCase("no bounds (RangeError)", input(rng.tensor([2])), null, null),
+  ];
+}
+
 export function spatialCases(): Case[] {
   const rng = new Rng(11);
-  return [...conv2dCases(rng), ...groupNormCases(rng), ...interpolateCases(rng), ...padCases(rng)];
+  return [...conv2dCases(rng), ...groupNormCases(rng), ...interpolateCases(rng), ...padCases(rng), ...clampCases(rng)];
 }
