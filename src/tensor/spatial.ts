@@ -15,6 +15,11 @@ function f32(x: Tensor): Tensor {
   return x.dtype === "float32" ? x : x.to("float32");
 }
 
+/** A parameter as stored when it is float32/16/bf16, else converted to float32. */
+function asFloat(p: Tensor | null): Tensor | null {
+  return p === null ? null : (isFloating(p.dtype) ? p : p.to("float32")).contiguous();
+}
+
 /** A number or an [h, w] pair as a pair of integers >= `min`; `what` names it in errors. */
 function pair(op: string, what: string, v: number | readonly number[], min: number): [number, number] {
   const p = typeof v === "number" ? [v, v] : [...v];
@@ -63,7 +68,7 @@ export function conv2d(x: Tensor, weight: Tensor, bias: Tensor | null = null, op
   }
   const out = empty([N, O, Ho, Wo], "float32", device);
   if (out.numel > 0) {
-    getKernel("conv2d", device.type)(f32(x).contiguous(), weight.contiguous(), bias ? bias.contiguous() : null, out, { stride, padding, dilation, groups });
+    getKernel("conv2d", device.type)(f32(x).contiguous(), weight.contiguous(), asFloat(bias), out, { stride, padding, dilation, groups });
   }
   return out;
 }
@@ -88,7 +93,7 @@ export function groupNorm(x: Tensor, numGroups: number, weight: Tensor | null = 
   const out = empty(x.shape, "float32", device);
   if (out.numel > 0) {
     const S = numel(x.shape.slice(2));
-    getKernel("groupNorm", device.type)(f32(x).contiguous().view(N, C, S), weight?.contiguous() ?? null, bias?.contiguous() ?? null, out.view(N, C, S), numGroups, eps);
+    getKernel("groupNorm", device.type)(f32(x).contiguous().view(N, C, S), asFloat(weight), asFloat(bias), out.view(N, C, S), numGroups, eps);
   }
   return out;
 }
@@ -114,13 +119,14 @@ function nearestScale(inSize: number, outSize: number, factor: number | undefine
  * output pixel (h, w) reads input (min(floor(h * s_h), H - 1), min(floor(w * s_w), W - 1)), with
  * s = 1 / scaleFactor (when given) or H / Ho, in float32 as PyTorch's cpu kernel computes it.
  * Returns float32 [N, C, Ho, Wo]. Throws RangeError on a mode other than "nearest", on both or
- * neither of size and scaleFactor, or on an empty output.
+ * neither of size and scaleFactor, or on an empty input or output size.
  */
 export function interpolate(x: Tensor, opts: InterpolateOptions): Tensor {
   if (opts.mode !== "nearest") throw new RangeError(`interpolate: mode '${opts.mode}' is not supported; supported: nearest`);
   if (x.ndim !== 4) throw new RangeError(`interpolate: expected input [N, C, H, W], got [${x.shape}]`);
   if ((opts.size === undefined) === (opts.scaleFactor === undefined)) throw new RangeError("interpolate: give exactly one of size and scaleFactor");
   const [N, C, H, W] = x.shape;
+  if (H === 0 || W === 0) throw new RangeError(`interpolate: input [${x.shape}] has an empty spatial dimension`);
   let factors: [number, number] | undefined;
   let size: [number, number];
   if (opts.scaleFactor !== undefined) {
@@ -134,7 +140,7 @@ export function interpolate(x: Tensor, opts: InterpolateOptions): Tensor {
   const [Ho, Wo] = size;
   if (Ho < 1 || Wo < 1) throw new RangeError(`interpolate: output size ${Ho}x${Wo} of input [${x.shape}] is empty`);
   const out = empty([N, C, Ho, Wo], "float32", x.device);
-  if (out.numel > 0 && H * W > 0) {
+  if (out.numel > 0) {
     getKernel("upsampleNearest2d", x.device.type)(f32(x).contiguous().view(N * C, H, W), out.view(N * C, Ho, Wo),
       nearestScale(H, Ho, factors?.[0]), nearestScale(W, Wo, factors?.[1]));
   }

@@ -73,6 +73,8 @@ function conv2dCases(rng: Rng): Case[] {
     conv2dCase("unbatched [C, H, W] input", t([2, 4, 4]), t([3, 2, 3, 3]), t([3]), { padding: [1, 1] }, true),
     conv2dCase("channels do not match the weight (RangeError)", t([1, 3, 4, 4]), t([2, 2, 3, 3]), null, {}),
     conv2dCase("output smaller than one pixel (RangeError)", t([1, 1, 2, 2]), t([1, 1, 3, 3]), null, {}),
+    conv2dCase("int32 bias (converted), empty batch", input(host("float32", [0, 2, 3, 3], [])), t([2, 2, 2, 2]), input(rng.ints([2], -3, 3, "int32")), {}),
+    conv2dCase("int32 bias (converted)", t([1, 2, 3, 3]), t([2, 2, 2, 2]), input(rng.ints([2], -3, 3, "int32")), {}),
   ];
 }
 
@@ -111,6 +113,7 @@ function groupNormCases(rng: Rng): Case[] {
     groupNormCase("[N, C] input, strided view", input(rng.tensor([3, 6]), "strided"), 3, input(rng.tensor([6])), null, 1e-5),
     groupNormCase("float16 input at an offset, 5-D", input(rng.tensor([1, 4, 2, 2, 3], -2, 2, "float16"), "offset"), 2, null, input(rng.tensor([4])), 1e-5),
     groupNormCase("groups do not divide channels (RangeError)", input(rng.tensor([1, 6, 2])), 4, null, null, 1e-5),
+    groupNormCase("int64 weight (converted)", input(rng.tensor([2, 4, 3])), 2, input(rng.ints([4], -2, 3)), input(rng.tensor([4])), 1e-5),
   ];
 }
 
@@ -126,7 +129,7 @@ function nearestIndex(d: number, inSize: number, outSize: number, factor?: numbe
 
 function interpolateCase(name: string, x: Input, opts: S.InterpolateOptions): Case {
   const run = ([a]: Tensor[]) => S.interpolate(a, opts);
-  if (opts.mode !== "nearest" || (opts.size === undefined) === (opts.scaleFactor === undefined)) {
+  if (opts.mode !== "nearest" || (opts.size === undefined) === (opts.scaleFactor === undefined) || x.t.shape[2] * x.t.shape[3] === 0) {
     return { op: "interpolate", name, inputs: [x], run, expect: { throws: "RangeError" }, tol: ulps(0) };
   }
   const [N, C, H, W] = x.t.shape;
@@ -153,6 +156,7 @@ function interpolateCases(rng: Rng): Case[] {
     interpolateCase("transposed input", input(rng.tensor([1, 2, 4, 3]), "transposed"), { scaleFactor: 2, mode: "nearest" }),
     interpolateCase("bilinear is not supported (RangeError)", t([1, 1, 2, 2]), { scaleFactor: 2, mode: "bilinear" as "nearest" }),
     interpolateCase("size and scaleFactor together (RangeError)", t([1, 1, 2, 2]), { scaleFactor: 2, size: [4, 4], mode: "nearest" }),
+    interpolateCase("empty input height (RangeError)", input(host("float32", [1, 1, 0, 3], [])), { size: [2, 2], mode: "nearest" }),
   ];
 }
 
