@@ -19,9 +19,9 @@ export const webgpuKernels: Omit<KernelSignatures, "quantizeBlocks" | "linearQua
   ...attentionKernels,
   ...pagedAttentionKernels,
   ...normKernels,
+  ...spatialKernels,
   ...gatherKernels,
   ...gatedDeltaKernels,
   ...sortKernels,
   ...mxfp4Kernels,
-  ...spatialKernels,
 };
