@@ -172,7 +172,7 @@ test("compile: dead code is removed and a replay allocates only its outputs", as
     if (before === undefined) delete process.env.TSORCH_LOGS;
     else process.env.TSORCH_LOGS = before;
   }
-  assert.match(logged.join("\n"), /chain: 12 kernel calls \(2 dead removed\), intermediates 2816 -> 512 bytes/);
+  assert.match(logged.join("\n"), /chain: 12 kernel calls \(2 dead removed, 0 fused away\), intermediates 2816 -> 512 bytes/);
   const x = rand([64], 2);
   const allocate = dev.allocate.bind(dev);
   let allocations = 0;
@@ -241,9 +241,29 @@ async function storiesForward(t: TestContext, device: string, tol: number, hfTol
 
 test("compile: stories260K forward on cpu equals eager within 1e-5", (t) => storiesForward(t, "cpu", 1e-5, 1e-4));
 
-test("compile: on webgpu, functions within 1e-4 and the stories260K forward within 1e-4 of eager", async (t) => {
+/** Run `f` with TSORCH_LOGS=graph and return what compile logged. */
+function graphLog(f: () => void): string {
+  const logged: string[] = [];
+  const original = console.error, before = process.env.TSORCH_LOGS;
+  process.env.TSORCH_LOGS = "graph";
+  console.error = (...a: unknown[]) => { logged.push(a.join(" ")); };
+  try {
+    f();
+  } finally {
+    console.error = original;
+    if (before === undefined) delete process.env.TSORCH_LOGS;
+    else process.env.TSORCH_LOGS = before;
+  }
+  return logged.join("\n");
+}
+
+test("compile: on webgpu, functions within 1e-4 (elementwise chains fused) and the stories260K forward within 1e-4 of eager", async (t) => {
   const dev = await webgpuOrSkip(t);
   if (!dev) return;
   await functionsMatchEager(dev, 1e-4);
+  const gated = torch.compile(function gated(g: torch.Tensor, u: torch.Tensor, r: torch.Tensor) { return torch.silu(g).mul(u).add(r).mul(0.5); });
+  const [g, u, r] = [rand([4, 16], 1, dev), rand([4, 16], 2, dev), rand([16], 3, dev)];
+  assert.match(graphLog(() => gated(g, u, r)), /gated: 1 kernel calls \(0 dead removed, 3 fused away\)/);
+  await close(gated(g, u, r), torch.silu(g).mul(u).add(r).mul(0.5), 1e-4, "fused silu * up + r");
   await storiesForward(t, "webgpu", 1e-4, 1e-3);
 });
