@@ -86,6 +86,18 @@ test("compile: a function equals eager on cpu (new values and shapes; replays fr
   await functionsMatchEager("cpu", 1e-5);
 });
 
+test("compile: data-dependent kernels (mixture-of-experts routing) see each call's indices", async () => {
+  torch.compiler.reset();
+  const experts = [rand([4, 8], 1), rand([4, 8], 2), rand([4, 8], 3)];
+  const route = torch.compile(function route(x: torch.Tensor, idx: torch.Tensor) { return torch.relu(torch.gatherLinear(x, experts, idx)); });
+  const x = rand([3, 8], 4);
+  for (const ids of [[0, 1, 2], [2, 2, 0], [1, 0, 1]]) {
+    const idx = torch.tensor(ids.map(BigInt), { dtype: "int64" });
+    await close(route(x, idx), torch.relu(torch.gatherLinear(x, experts, idx)), 0, `experts ${ids}`);
+  }
+  assert.equal(torch.compiler.stats().cacheHits, 2);
+});
+
 test("compile: the cpu fused kernel refuses a malformed chain with a clear error", () => {
   const fused = torch.getKernel("fusedElementwise", "cpu");
   const x = rand([4], 1), out = torch.zeros([4]);
