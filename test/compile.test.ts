@@ -140,6 +140,12 @@ test("compile: stats prove reuse, and a dtype change recompiles with its failed 
   assert.match(st.recompileReasons.at(-1)!, /scaled: args\[0\]: dtype mismatch, expected float32, got float16/);
   assert.equal(logged.length, 1);
   assert.match(logged[0], /Recompiling function scaled[\s\S]*dtype mismatch, expected float32, got float16/);
+
+  const many = torch.compile(function many(v: torch.Tensor) { return v.add(1); });
+  for (let n = 1; n <= 66; n++) await close(many(torch.ones([n])), torch.full([n], 2), 0, `length ${n}`);
+  st = torch.compiler.stats();
+  assert.equal(st.compiles, 4 + 64, "one function keeps at most 64 graphs");
+  assert.match(st.recompileReasons.at(-1)!, /many: recompile limit \(64 graphs\) reached/);
 });
 
 test("compile: reading values or uploading host data breaks the graph; later calls stay correct (eager)", async () => {
