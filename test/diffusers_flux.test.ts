@@ -1,0 +1,142 @@
+/**
+ * FLUX against diffusers' outputs on ../shared/fixtures/diffusers/flux_tiny (expected.json, see its
+ * README): the T5 tokenizer (Precompiled normalizer) exactly, T5EncoderModel's prompt embeddings,
+ * FlowMatchEulerDiscreteScheduler schedules (fixture cases and test/data/flow_match_schedules.json
+ * from diffusers), FluxTransformer2DModel's output at every step.
+ */
+import assert from "node:assert/strict";
+import * as path from "node:path";
+import { test } from "node:test";
+import { openDevice } from "../src/devices/registry.js";
+import type { Device } from "../src/devices/device.js";
+import { readSafetensors } from "../src/hub/index.js";
+import { fromBytes, tensor } from "../src/tensor/creation.js";
+import type { Tensor } from "../src/tensor/tensor.js";
+import { PreTrainedTokenizer } from "../src/transformers/index.js";
+import { T5EncoderModel } from "../src/transformers/models/t5_encoder.js";
+import { FluxTransformer2DModel } from "../src/diffusers/models/transformer_flux.js";
+import { calculateShift, FlowMatchEulerDiscreteScheduler } from "../src/diffusers/schedulers/scheduling_flow_match_euler_discrete.js";
+import { maxAbsDiff, missing, readJson, ROOT, SHARED } from "./helpers/shared.js";
+import { webgpuOrSkip } from "./helpers/webgpu.js";
+
+const FLUX = path.join(SHARED, "fixtures/diffusers/flux_tiny");
+const EXPECTED = path.join(FLUX, "expected.json");
+
+/* eslint-disable @typescript-eslint/no-explicit-any */
+type Case = any;
+
+/** A float32 tensor of nested reference values with `shape`. */
+function ref(values: unknown, shape: number[], device: Device): Tensor {
+  return tensor(new Float32Array((values as number[]).flat(Infinity as 1) as number[]), { shape, dtype: "float32", device });
+}
+
+async function closeTo(actual: Tensor, expected: unknown, atol: number, rtol: number, what: string): Promise<number> {
+  const a = (await actual.data()) as Float32Array;
+  const e = (expected as number[]).flat(Infinity as 1) as number[];
+  assert.equal(a.length, e.length, `${what}: ${a.length} values, expected ${e.length}`);
+  let worst = 0;
+  for (let i = 0; i < e.length; i++) {
+    const excess = Math.abs(a[i] - e[i]) - (atol + rtol * Math.abs(e[i]));
+    if (excess > 0) assert.fail(`${what}: index ${i} is ${a[i]}, expected ${e[i]} (atol ${atol}, rtol ${rtol})`);
+    worst = Math.max(worst, Math.abs(a[i] - e[i]));
+  }
+  return worst;
+}
+
+test("flux_tiny T5 tokenizer (Unigram, Precompiled nmt_nfkc normalizer): every tokenizer_checks entry exactly", async (t) => {
+  const skip = missing(EXPECTED);
+  if (skip) return t.skip(skip);
+  const e = readJson(EXPECTED);
+  const tok = await PreTrainedTokenizer.fromPretrained(path.join(FLUX, "tokenizer_2"));
+  assert.ok(e.tokenizer_checks.tokenizer_2.length >= 9);
+  for (const c of e.tokenizer_checks.tokenizer_2) assert.deepEqual(tok.encode(c.text), c.input_ids, `T5 ids of ${JSON.stringify(c.text)}`);
+});
+
+for (const dev of ["cpu", "webgpu"]) {
+  test(`flux_tiny T5EncoderModel on ${dev}: prompt_embeds of every case within ${dev === "cpu" ? "1e-4" : "1e-3"}`, async (t) => {
+    const skip = missing(EXPECTED);
+    if (skip) return t.skip(skip);
+    const device = dev === "cpu" ? await openDevice("cpu") : await webgpuOrSkip(t);
+    if (!device) return;
+    const e = readJson(EXPECTED);
+    const model = new T5EncoderModel(readJson(path.join(FLUX, "text_encoder_2/config.json")));
+    model.loadWeights(readSafetensors(path.join(FLUX, "text_encoder_2/model.safetensors")), device);
+    for (const c of e.cases as Case[]) {
+      const out = model.encode(model.idsTensor([c.t5_input_ids]));
+      assert.deepEqual(out.shape, [1, 32, 32]);
+      await closeTo(out, c.prompt_embeds, dev === "cpu" ? 1e-4 : 1e-3, 0, `${c.name} prompt_embeds`);
+    }
+  });
+}
+
+test("FlowMatchEulerDiscreteScheduler: mu, sigmas and timesteps of every flux_tiny case (dynamic exponential shift)", async (t) => {
+  const skip = missing(EXPECTED);
+  if (skip) return t.skip(skip);
+  const e = readJson(EXPECTED);
+  for (const c of e.cases as Case[]) {
+    const mu = calculateShift(c.image_seq_len, c.scheduler_config.base_image_seq_len, c.scheduler_config.max_image_seq_len,
+      c.scheduler_config.base_shift, c.scheduler_config.max_shift);
+    assert.ok(Math.abs(mu - c.mu) < 1e-6, `${c.name} mu ${mu}`);
+    const s = FlowMatchEulerDiscreteScheduler.fromConfig(c.scheduler_config);
+    s.setTimesteps(c.num_inference_steps, { sigmas: c.sigmas_requested, mu });
+    assert.ok(maxAbsDiff(s.sigmas, c.sigmas) < 1e-6, `${c.name} sigmas ${s.sigmas}`);
+    assert.ok(maxAbsDiff(s.timesteps, c.timesteps) < 1e-4, `${c.name} timesteps ${s.timesteps}`);
+  }
+});
+
+test("FlowMatchEulerDiscreteScheduler: schedules equal diffusers' bit for bit (static/dynamic/linear shift, custom sigmas and timesteps, shift_terminal, karras, exponential, invert_sigmas)", () => {
+  const d = readJson(path.join(ROOT, "test/data/flow_match_schedules.json"));
+  for (const c of d.cases) {
+    const s = new FlowMatchEulerDiscreteScheduler(c.config);
+    const k = c.set_timesteps;
+    s.setTimesteps(k.num_inference_steps, { sigmas: k.sigmas, timesteps: k.timesteps, mu: k.mu });
+    assert.deepEqual(s.timesteps, c.timesteps, `${c.name} timesteps`);
+    assert.deepEqual(s.sigmas, c.sigmas, `${c.name} sigmas`);
+  }
+});
+
+test("FlowMatchEulerDiscreteScheduler: bad configs and calls are refused naming the problem", () => {
+  assert.throws(() => new FlowMatchEulerDiscreteScheduler({ use_karras_sigmas: true, use_exponential_sigmas: true }), /only one of use_beta_sigmas/);
+  assert.throws(() => new FlowMatchEulerDiscreteScheduler({ time_shift_type: "cubic" as "linear" }), /time_shift_type/);
+  assert.throws(() => new FlowMatchEulerDiscreteScheduler({ use_beta_sigmas: true }), /use_beta_sigmas/);
+  assert.throws(() => new FlowMatchEulerDiscreteScheduler({ stochastic_sampling: true }), /stochastic_sampling/);
+  const s = new FlowMatchEulerDiscreteScheduler({ use_dynamic_shifting: true });
+  assert.throws(() => s.setTimesteps(4), /mu must be passed/);
+  assert.throws(() => s.setTimesteps(3, { sigmas: [1, 0.5], mu: 0.5 }), /2 entries but numInferenceSteps is 3/);
+  assert.throws(() => s.indexForTimestep(12.5), /not in the schedule/);
+});
+
+for (const dev of ["cpu", "webgpu"]) {
+  test(`flux_tiny FluxTransformer2DModel on ${dev}: model_output of every step of every case from that step's inputs`, async (t) => {
+    const skip = missing(EXPECTED);
+    if (skip) return t.skip(skip);
+    const device = dev === "cpu" ? await openDevice("cpu") : await webgpuOrSkip(t);
+    if (!device) return;
+    const e = readJson(EXPECTED);
+    const model = new FluxTransformer2DModel(readJson(path.join(FLUX, "transformer/config.json")));
+    const weights = readSafetensors(path.join(FLUX, "transformer/diffusion_pytorch_model.safetensors"));
+    assert.equal([...model.namedParameters()].length, weights.size);
+    for (const [name, p] of model.namedParameters()) {
+      const raw = weights.get(name);
+      assert.ok(raw, `checkpoint has ${name}`);
+      p.set(fromBytes(raw.bytes, raw.dtype as "float32", raw.shape, "cpu").to(device));
+    }
+    const tol = dev === "cpu" ? 1e-4 : 1e-3;
+    for (const c of e.cases as Case[]) {
+      const s = FlowMatchEulerDiscreteScheduler.fromConfig(c.scheduler_config);
+      s.setTimesteps(c.num_inference_steps, { sigmas: c.sigmas_requested, mu: calculateShift(c.image_seq_len) });
+      const N = c.image_seq_len;
+      let latents = c.initial_latents;
+      for (const step of c.steps) {
+        // The scheduler's exact timestep: expected.json's timestep_input is rounded to 6 decimals.
+        const out = model.forward({
+          hiddenStates: ref(latents, [1, N, 64], device), encoderHiddenStates: ref(c.prompt_embeds, [1, 32, 32], device),
+          pooledProjections: ref(c.pooled_prompt_embeds, [1, 32], device), timestep: Math.fround(s.timesteps[step.i] / 1000),
+          guidance: c.guidance, imgIds: c.latent_image_ids, txtIds: c.text_ids,
+        });
+        await closeTo(out, step.model_output, tol, tol, `${c.name} step ${step.i} model_output`);
+        latents = step.latents;
+      }
+    }
+  });
+}
