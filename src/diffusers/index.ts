@@ -1,0 +1,22 @@
+/**
+ * tsorch/diffusers in Node: Hugging Face diffusers pipelines from their original folders or Hub ids
+ * (model_index.json + per-component configs, safetensors and tokenizer files), on any device.
+ */
+import "../devices/builtin.js";
+import "../hub/local_source.js";
+import "./components.js";
+export {
+  DiffusionPipeline, PipelineLoadError, registerPipeline, registerComponent, loadModelComponent, supportedPipelines,
+  parseWeightDtype, SCHEDULER_COMPONENT, type PipelineLoadOptions, type ComponentContext, type ComponentLoader, type PipelineClass,
+} from "./pipeline_utils.js";
+export { loadScheduler, loadTokenizer } from "./components.js";
+export {
+  SchedulerMixin, SchedulerConfigError, registerScheduler, schedulerClass, schedulerFromConfig, supportedSchedulers,
+  alphasCumprod, type SchedulerConfig, type SchedulerOutput,
+} from "./schedulers/scheduling_utils.js";
+export { DDIMScheduler } from "./schedulers/scheduling_ddim.js";
+export { EulerDiscreteScheduler } from "./schedulers/scheduling_euler_discrete.js";
+export { ModelMixin, cfgNum, perBlock, refuseOption } from "./models/modeling_utils.js";
+export { PipelineImage, denormalizeToNHWC, numpyToPil } from "./image_processor.js";
+export { CLIPTextModel, type CLIPTextOutput } from "../transformers/models/clip_text.js";
+export { PreTrainedTokenizer } from "../transformers/tokenization.js";
