@@ -13,10 +13,12 @@
  */
 import type { Device } from "../../devices/device.js";
 import { Linear, RMSNorm } from "../../nn/layers.js";
+import type { JsonObject } from "../../hub/index.js";
 import { Module, ModuleList } from "../../nn/module.js";
 import { tensor } from "../../tensor/creation.js";
 import { add, applyRotary, cat, geluTanh, layerNorm, mul, scaledDotProductAttention, silu } from "../../tensor/ops.js";
 import type { Tensor } from "../../tensor/tensor.js";
+import { ModelMixin } from "./modeling_utils.js";
 
 // ------------------------------------------------------------------ config
 
@@ -331,8 +333,9 @@ export interface FluxTransformerInputs {
  * FluxTransformer2DModel: forward returns the velocity prediction [B, S, out_channels] (float32).
  * Throws RangeError on inputs of the wrong shape, and when guidance is required but missing.
  */
-export class FluxTransformer2DModel extends Module {
-  readonly config: FluxTransformerConfig;
+export class FluxTransformer2DModel extends ModelMixin {
+  /** config.json with diffusers' defaults filled in. */
+  readonly c: FluxTransformerConfig;
   readonly innerDim: number;
   readonly outChannels: number;
   readonly timeTextEmbed: TimeTextEmbed;
@@ -343,11 +346,11 @@ export class FluxTransformer2DModel extends Module {
   readonly normOut: Modulation;
   readonly projOut: Linear;
 
-  /** `config`: transformer/config.json (missing fields take diffusers' defaults). */
-  constructor(config: Partial<FluxTransformerConfig> & Record<string, unknown>) {
-    super();
-    const given = Object.fromEntries(Object.entries(config).filter(([k, v]) => v !== undefined && !k.startsWith("_")));
-    const c = this.config = { ...DEFAULTS, ...given } as FluxTransformerConfig;
+  /** `config`: transformer/config.json (missing fields take diffusers' defaults). Throws on unsupported values. */
+  constructor(config: JsonObject) {
+    super(config);
+    const given = Object.fromEntries(Object.entries(config).filter(([k, v]) => v !== undefined && v !== null && !k.startsWith("_")));
+    const c = this.c = { ...DEFAULTS, ...given } as FluxTransformerConfig;
     const headDim = c.attention_head_dim;
     if (c.axes_dims_rope.reduce((s, d) => s + d, 0) !== headDim) {
       throw new Error(`FluxTransformer2DModel config: axes_dims_rope [${c.axes_dims_rope}] must sum to attention_head_dim ${headDim}`);
@@ -368,11 +371,11 @@ export class FluxTransformer2DModel extends Module {
 
   /** The rotary tables for text ids then image ids (FluxPosEmbed), on `device`. */
   rotaryEmbedding(txtIds: readonly (readonly number[])[], imgIds: readonly (readonly number[])[], device: Device): FluxRotaryEmbedding {
-    return fluxRotaryEmbedding([...txtIds, ...imgIds], this.config.axes_dims_rope, device);
+    return fluxRotaryEmbedding([...txtIds, ...imgIds], this.c.axes_dims_rope, device);
   }
 
   forward(inputs: FluxTransformerInputs): Tensor {
-    const c = this.config;
+    const c = this.c;
     const { hiddenStates: x0, encoderHiddenStates: txt0, pooledProjections: pooled } = inputs;
     const [B, S] = x0.shape, T = txt0.shape[1];
     const name = "FluxTransformer2DModel";

@@ -9,6 +9,7 @@
  */
 import { add, mul } from "../../tensor/ops.js";
 import type { Tensor } from "../../tensor/tensor.js";
+import { registerScheduler, SchedulerConfigError, SchedulerMixin, type SchedulerConfig, type SchedulerOutput } from "./scheduling_utils.js";
 
 /** The scheduler_config.json fields, with diffusers' defaults (snake_case, as stored). */
 export interface FlowMatchEulerDiscreteConfig {
@@ -28,7 +29,7 @@ export interface FlowMatchEulerDiscreteConfig {
   stochastic_sampling: boolean;
 }
 
-const DEFAULTS: FlowMatchEulerDiscreteConfig = {
+const DEFAULTS: FlowMatchEulerDiscreteConfig & SchedulerConfig = {
   num_train_timesteps: 1000, shift: 1.0, use_dynamic_shifting: false, base_shift: 0.5, max_shift: 1.15,
   base_image_seq_len: 256, max_image_seq_len: 4096, invert_sigmas: false, shift_terminal: null,
   use_karras_sigmas: false, use_exponential_sigmas: false, use_beta_sigmas: false,
@@ -68,37 +69,31 @@ export function calculateShift(imageSeqLen: number, baseSeqLen = 256, maxSeqLen 
 /**
  * The flow-matching Euler scheduler. `timesteps` (length n) and `sigmas` (length n + 1, ending in
  * 0, or 1 with invert_sigmas) are set by setTimesteps; `step` advances one of them.
- * Throws on configs it cannot honour (use_beta_sigmas, stochastic_sampling, several sigma
- * schedules at once, an unknown time_shift_type), naming the field.
+ * Throws SchedulerConfigError on configs it cannot honour (use_beta_sigmas, stochastic_sampling,
+ * several sigma schedules at once, an unknown time_shift_type, mistyped fields), naming the field.
  */
-export class FlowMatchEulerDiscreteScheduler {
-  /** The full config (diffusers' defaults filled in; unknown keys kept as given). */
-  readonly config: FlowMatchEulerDiscreteConfig & Record<string, unknown>;
+export class FlowMatchEulerDiscreteScheduler extends SchedulerMixin {
   /** Scheduler order (steps per model call): 1. */
   readonly order = 1;
-  /** Flow matching starts from unscaled noise. */
-  readonly initNoiseSigma = 1.0;
-  timesteps: number[];
+  /** σ per step, then 0 (1 with invert_sigmas); before setTimesteps, the training schedule. */
   sigmas: number[];
-  numInferenceSteps = 0;
+  private readonly c: FlowMatchEulerDiscreteConfig;
   private stepIndex: number | null = null;
   private beginIndex: number | null = null;
   private readonly sigmaMin: number;
   private readonly sigmaMax: number;
 
-  constructor(config: Partial<FlowMatchEulerDiscreteConfig> & Record<string, unknown> = {}) {
-    const given = Object.fromEntries(Object.entries(config).filter(([, v]) => v !== undefined));
-    const c = { ...DEFAULTS, ...given } as FlowMatchEulerDiscreteConfig & Record<string, unknown>;
-    const name = "FlowMatchEulerDiscreteScheduler";
+  constructor(config: SchedulerConfig = {}) {
+    super(config, DEFAULTS);
+    const c = this.c = this.config as unknown as FlowMatchEulerDiscreteConfig;
+    for (const k of ["num_train_timesteps", "shift", "base_shift", "max_shift", "base_image_seq_len", "max_image_seq_len"]) this.num(k);
+    for (const k of ["use_dynamic_shifting", "invert_sigmas", "use_karras_sigmas", "use_exponential_sigmas", "use_beta_sigmas", "stochastic_sampling"]) this.bool(k);
     if ([c.use_beta_sigmas, c.use_exponential_sigmas, c.use_karras_sigmas].filter(Boolean).length > 1) {
-      throw new Error(`${name}: only one of use_beta_sigmas, use_exponential_sigmas, use_karras_sigmas can be true`);
+      throw new SchedulerConfigError("FlowMatchEulerDiscreteScheduler: only one of use_beta_sigmas, use_exponential_sigmas, use_karras_sigmas can be true");
     }
-    if (c.time_shift_type !== "exponential" && c.time_shift_type !== "linear") {
-      throw new Error(`${name}: time_shift_type must be 'exponential' or 'linear', got ${JSON.stringify(c.time_shift_type)}`);
-    }
-    if (c.use_beta_sigmas) throw new Error(`${name}: use_beta_sigmas is not supported by tsorch (it needs scipy's beta distribution); use karras or exponential sigmas`);
-    if (c.stochastic_sampling) throw new Error(`${name}: stochastic_sampling is not supported by tsorch; set it to false`);
-    this.config = c;
+    this.oneOf("time_shift_type", ["exponential", "linear"]);
+    this.refuse("use_beta_sigmas", false);
+    this.refuse("stochastic_sampling", false);
     // The training schedule: linspace(1, N, N) reversed, / N, in float32; shifted unless dynamic.
     const N = c.num_train_timesteps;
     const shift = f32(c.shift), shiftMinus1 = f32(c.shift - 1);
@@ -112,13 +107,11 @@ export class FlowMatchEulerDiscreteScheduler {
     this.sigmaMin = train[N - 1];
   }
 
-  /** diffusers' from_config: a scheduler with `config` (e.g. another scheduler's, or scheduler_config.json). */
-  static fromConfig(config: Record<string, unknown>): FlowMatchEulerDiscreteScheduler {
-    return new FlowMatchEulerDiscreteScheduler(config as Partial<FlowMatchEulerDiscreteConfig>);
-  }
+  /** Flow matching starts from unscaled noise. */
+  get initNoiseSigma(): number { return 1.0; }
 
   /** The shift applied when use_dynamic_shifting is false. */
-  get shift(): number { return this.config.shift; }
+  get shift(): number { return this.c.shift; }
 
   /** Start stepping at `beginIndex` (the pipeline calls this with 0 before the loop). */
   setBeginIndex(beginIndex = 0): void { this.beginIndex = beginIndex; }
@@ -130,10 +123,10 @@ export class FlowMatchEulerDiscreteScheduler {
    * spacing, then timesteps = sigmas · num_train_timesteps and a final 0 is appended to sigmas.
    * Throws when mu is missing with use_dynamic_shifting, or the lengths disagree.
    */
-  setTimesteps(numInferenceSteps?: number, opts: FlowMatchSetTimestepsOptions = {}): void {
-    const c = this.config, N = c.num_train_timesteps;
+  override setTimesteps(numInferenceSteps?: number, opts: FlowMatchSetTimestepsOptions = {}): void {
+    const c = this.c, N = c.num_train_timesteps;
     const name = "FlowMatchEulerDiscreteScheduler.setTimesteps";
-    const { mu } = opts;
+    const mu = opts.mu;
     if (c.use_dynamic_shifting && mu === undefined) throw new Error(`${name}: mu must be passed when use_dynamic_shifting is true`);
     if (opts.sigmas && opts.timesteps && opts.sigmas.length !== opts.timesteps.length) throw new Error(`${name}: sigmas and timesteps must have the same length`);
     const custom = opts.sigmas ?? opts.timesteps;
@@ -170,8 +163,8 @@ export class FlowMatchEulerDiscreteScheduler {
       sig = oneMinus.map((z) => r(1 - r(z / scale)));
     }
     if (c.use_karras_sigmas || c.use_exponential_sigmas) {
-      const sMin = typeof c.sigma_min === "number" ? c.sigma_min : sig[sig.length - 1];
-      const sMax = typeof c.sigma_max === "number" ? c.sigma_max : sig[0];
+      const sMin = typeof this.config.sigma_min === "number" ? this.config.sigma_min : sig[sig.length - 1];
+      const sMax = typeof this.config.sigma_max === "number" ? this.config.sigma_max : sig[0];
       const ramp = linspace(0, 1, n);
       if (c.use_karras_sigmas) {
         const rho = 7.0, minInv = sMin ** (1 / rho), maxInv = sMax ** (1 / rho);
@@ -205,12 +198,14 @@ export class FlowMatchEulerDiscreteScheduler {
    * sample. `timestep` must be one of `timesteps` (it locates the step unless setBeginIndex was
    * called). Throws when stepping past the end of the schedule.
    */
-  step(modelOutput: Tensor, timestep: number, sample: Tensor): Tensor {
+  step(modelOutput: Tensor, timestep: number, sample: Tensor): SchedulerOutput {
     if (this.stepIndex === null) this.stepIndex = this.beginIndex ?? this.indexForTimestep(timestep);
     const i = this.stepIndex;
     if (i + 1 >= this.sigmas.length) throw new Error(`FlowMatchEulerDiscreteScheduler: step ${i} is past the ${this.timesteps.length}-step schedule; call setTimesteps again`);
     const dt = f32(this.sigmas[i + 1] - this.sigmas[i]);
     this.stepIndex = i + 1;
-    return add(sample.to("float32"), mul(modelOutput.to("float32"), dt));
+    return { prevSample: add(sample.to("float32"), mul(modelOutput.to("float32"), dt)) };
   }
 }
+
+registerScheduler("FlowMatchEulerDiscreteScheduler", FlowMatchEulerDiscreteScheduler);
