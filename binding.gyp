@@ -32,6 +32,10 @@
       "target_name": "tsorch_cpu",
       "sources": [
         "src/devices/cpu/native/addon.cc",
+        "src/devices/cpu/native/addon_spatial.cc",
+        "src/devices/cpu/native/conv2d.cc",
+        "src/devices/cpu/native/group_norm.cc",
+        "src/devices/cpu/native/upsample.cc",
         "src/devices/cpu/native/attention.cc",
         "src/devices/cpu/native/causal_conv1d.cc",
         "src/devices/cpu/native/copy.cc",

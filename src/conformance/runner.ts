@@ -13,11 +13,12 @@ import { gatedDeltaCases } from "./cases/gated_delta.js";
 import { nnCases } from "./cases/nn.js";
 import { quantCases } from "./cases/quant.js";
 import { reduceFamilyCases } from "./cases/reduce.js";
+import { spatialCases } from "./cases/spatial.js";
 import { errorRatio, num, type Value } from "./reference.js";
 
 /** Every conformance case. */
 export function allCases(): Case[] {
-  return [...copyCases(), ...elementwiseCases(), ...reduceFamilyCases(), ...nnCases(), ...gatedDeltaCases(), ...quantCases(), ...blockQuantCases()];
+  return [...copyCases(), ...elementwiseCases(), ...reduceFamilyCases(), ...nnCases(), ...gatedDeltaCases(), ...quantCases(), ...blockQuantCases(), ...spatialCases()];
 }
 
 export interface CaseResult {

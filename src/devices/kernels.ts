@@ -27,6 +27,14 @@ export interface SdpaParams {
   sinks: TensorView | null;
 }
 
+/** conv2d geometry (torch.nn.functional.conv2d), per spatial dim [h, w]. */
+export interface Conv2dParams {
+  stride: [number, number];
+  padding: [number, number];
+  dilation: [number, number];
+  groups: number;
+}
+
 export interface PagedAttentionParams {
   scale: number;
   /** tanh soft-capping of scores; 0 = off. */
@@ -110,6 +118,18 @@ export interface KernelSignatures {
   /** out [M, N] f32 = x [M, K] f32 @ W^T (+ bias[N], float32/16/bf16), W as quantizeBlocks writes
    * it (q int32 [N, K * bits / 32], scales float32 [N, K / 32]); all contiguous. */
   linearQuantized(x: TensorView, q: TensorView, scales: TensorView, bits: 4 | 8, bias: TensorView | null, out: TensorView): void;
+  /** out [N, O, Ho, Wo] f32 = conv2d(x [N, C, H, W] f32, w [O, C / groups, kh, kw] float32/16/bf16
+   * as stored, bias [O] float32/16/bf16 or null), all contiguous; Ho, Wo as torch computes them
+   * (the front-end checks they are >= 1 and that groups divides C and O). */
+  conv2d(x: TensorView, w: TensorView, bias: TensorView | null, out: TensorView, p: Conv2dParams): void;
+  /** GroupNorm over x [N, C, S] contiguous f32 (S = spatial size, may be 1): each (n, group of
+   * C / groups channels) normalised with its mean and biased variance, then * w[c] + b[c]; w, b
+   * [C] contiguous float32/16/bf16 or null; out [N, C, S]. */
+  groupNorm(x: TensorView, w: TensorView | null, b: TensorView | null, out: TensorView, groups: number, eps: number): void;
+  /** Nearest upsampling: out [B, Ho, Wo] = x [B, H, W] at (min(floor(ho * scaleH), H - 1),
+   * min(floor(wo * scaleW), W - 1)), the products in float32 (scales are float32 values); x and
+   * out contiguous float32. */
+  upsampleNearest2d(x: TensorView, out: TensorView, scaleH: number, scaleW: number): void;
   /** Row-wise stable sort of contiguous float32 [..., n]; values and int64 indices. */
   sort(x: TensorView, values: TensorView, indices: TensorView, descending: boolean): void;
   /** Row-wise top-k (largest first) of contiguous float32 [..., n]; values and int64 indices. */

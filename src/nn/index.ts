@@ -1,6 +1,8 @@
 /** Neural-network building blocks (torch.nn and the layers transformers' models share). */
 export * from "./module.js";
 export * from "./layers.js";
+export * from "./conv.js";
+export * from "./group_norm.js";
 export * from "./quantized.js";
 export * from "./activations.js";
 export * from "./attention.js";

@@ -4,4 +4,5 @@ export { type DType, DTYPES, parseDType, itemsize, isFloating, promoteTypes } fr
 export { type HostArray } from "./host.js";
 export * from "./creation.js";
 export * from "./ops.js";
+export * from "./spatial.js";
 export { tidy, keep } from "./scope.js";

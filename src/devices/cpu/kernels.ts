@@ -89,6 +89,15 @@ export function cpuKernels(): Partial<KernelSignatures> {
       native().rotary(buf(x), buf(cos), buf(sin), buf(out), B, L, H, D, cos.shape[2]);
     },
     embedding: (table, ids, out) => native().embedding(buf(table), code(table), table.shape[0], buf(ids), code(ids), buf(out), numel(ids), table.shape[1]),
+    conv2d: (x, w, bias, out, p) => {
+      const [N, C, H, W] = x.shape, [O, , kh, kw] = w.shape;
+      native().conv2d(buf(x), buf(w), code(w), bias ? buf(bias) : null, bias ? code(bias) : 0, buf(out), N, C, H, W, O, kh, kw,
+        p.stride[0], p.stride[1], p.padding[0], p.padding[1], p.dilation[0], p.dilation[1], p.groups);
+    },
+    groupNorm: (x, w, b, out, groups, eps) =>
+      native().groupNorm(buf(x), w ? buf(w) : null, w ? code(w) : 0, b ? buf(b) : null, b ? code(b) : 0, buf(out), x.shape[0], x.shape[1], x.shape[2], groups, eps),
+    upsampleNearest2d: (x, out, scaleH, scaleW) =>
+      native().upsampleNearest2d(buf(x), buf(out), x.shape[0], x.shape[1], x.shape[2], out.shape[1], out.shape[2], scaleH, scaleW),
     sort: (x, values, indices, descending) => native().sort(buf(x), buf(values), buf(indices), rowsOf(x), last(x), descending ? 1 : 0),
     topk: (x, k, values, indices) => native().topk(buf(x), buf(values), buf(indices), rowsOf(x), last(x), k),
   };

@@ -220,6 +220,29 @@ export interface NativeCpu {
   linearQuantized(x: Buf, q: Buf, scales: Buf, bits: number, bias: Buf | null, biasDtype: number, out: Buf,
                   M: number, N: number, K: number): void;
 
+  /**
+   * torch.nn.functional.conv2d (conv2d.cc): x float32 [N, C, H, W]; w [O, C / groups, kh, kw] of
+   * wDtype (float32, float16 or bfloat16, read as stored); bias null or [O] of biasDtype; out
+   * float32 [N, O, Ho, Wo] with Ho = floor((H + 2 ph - dh (kh - 1) - 1) / sh) + 1 (likewise Wo);
+   * all contiguous. Throws RangeError when groups does not divide C and O or the padded input is
+   * smaller than the dilated kernel. Temporary memory is bounded (im2col in chunks).
+   */
+  conv2d(x: Buf, w: Buf, wDtype: number, bias: Buf | null, biasDtype: number, out: Buf,
+         N: number, C: number, H: number, W: number, O: number, kh: number, kw: number,
+         sh: number, sw: number, ph: number, pw: number, dh: number, dw: number, groups: number): void;
+
+  /** GroupNorm (group_norm.cc) over float32 [N, C, S]: per (n, group of C / groups channels)
+   * out = (x - mean) / sqrt(var + eps) * w[c] + b[c] (biased variance); w, b [C] of their dtypes
+   * or null (1 / 0). */
+  groupNorm(x: Buf, w: Buf | null, wDtype: number, b: Buf | null, bDtype: number, out: Buf,
+            N: number, C: number, S: number, groups: number, eps: number): void;
+
+  /** Nearest upsampling (upsample.cc), PyTorch's cpu index rule: out [B, Ho, Wo] = x [B, H, W]
+   * at (min(floor(float32(ho) * scaleH), H - 1), min(floor(float32(wo) * scaleW), W - 1)), with
+   * the scales rounded to float32. float32, contiguous. */
+  upsampleNearest2d(x: Buf, out: Buf, B: number, H: number, W: number, Ho: number, Wo: number,
+                    scaleH: number, scaleW: number): void;
+
   /** Row-wise sort of contiguous float32 [rows, n]; stable; values and int64 indices out. */
   sort(x: Buf, outValues: Buf, outIndices: Buf, rows: number, n: number, descending: number): void;
 

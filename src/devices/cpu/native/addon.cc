@@ -18,6 +18,7 @@
 #include "napi_args.h"
 #include "ops.h"
 #include "quant_kernels.h"
+#include "spatial.h"
 #include "thread_pool.h"
 
 namespace tsorch {
@@ -703,6 +704,9 @@ NAPI_MODULE_INIT() {
       {"sort", nullptr, Sort, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
       {"topk", nullptr, Topk, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
       {"mapRegions", nullptr, MapRegions, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
+      {"conv2d", nullptr, Conv2dExport, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
+      {"groupNorm", nullptr, GroupNormExport, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
+      {"upsampleNearest2d", nullptr, UpsampleNearest2dExport, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
   };
   napi_define_properties(env, exports, sizeof(props) / sizeof(props[0]), props);
   return exports;

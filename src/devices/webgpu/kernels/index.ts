@@ -11,7 +11,7 @@ import { pagedAttentionKernels } from "./paged_attention.js";
 import { reduceKernels } from "./reduce.js";
 import { sortKernels } from "./sort.js";
 
-export const webgpuKernels: Omit<KernelSignatures, "quantizeBlocks" | "linearQuantized"> = {
+export const webgpuKernels: Omit<KernelSignatures, "quantizeBlocks" | "linearQuantized" | "conv2d" | "groupNorm" | "upsampleNearest2d"> = {
   ...elementwiseKernels,
   ...reduceKernels,
   ...matmulKernels,
