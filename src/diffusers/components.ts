@@ -1,12 +1,14 @@
 /**
- * Loaders of the components diffusers pipelines name in model_index.json that are not diffusers
- * models: transformers text encoders and tokenizers, and schedulers (scheduler_config.json, by
- * `_class_name`; an unknown scheduler class is refused naming the supported ones).
+ * Loaders of the components diffusers pipelines name in model_index.json: transformers text
+ * encoders and tokenizers, schedulers (scheduler_config.json, by `_class_name`; an unknown class
+ * is refused naming the supported ones) and the diffusers models SD uses (UNet, VAE).
  */
 import { existsSync } from "node:fs";
 import { join } from "node:path";
 import { readJsonObject } from "../hub/config.js";
 import { CLIPTextModel } from "../transformers/models/clip_text.js";
+import { AutoencoderKL } from "./models/autoencoder_kl.js";
+import { UNet2DConditionModel } from "./models/unet_2d_condition.js";
 import { PreTrainedTokenizer } from "../transformers/tokenization.js";
 import { loadModelComponent, PipelineLoadError, registerComponent, SCHEDULER_COMPONENT, type ComponentContext } from "./pipeline_utils.js";
 import { schedulerFromConfig, type SchedulerMixin } from "./schedulers/scheduling_utils.js";
@@ -35,3 +37,5 @@ registerComponent("CLIPTextModel", (ctx) => loadModelComponent(ctx, (config) => 
 registerComponent("CLIPTokenizer", loadTokenizer);
 registerComponent("CLIPTokenizerFast", loadTokenizer);
 registerComponent(SCHEDULER_COMPONENT, loadScheduler);
+registerComponent("UNet2DConditionModel", (ctx) => loadModelComponent(ctx, (config) => new UNet2DConditionModel(config)));
+registerComponent("AutoencoderKL", (ctx) => loadModelComponent(ctx, (config) => new AutoencoderKL(config)));

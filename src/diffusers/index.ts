@@ -16,6 +16,9 @@ export {
 } from "./schedulers/scheduling_utils.js";
 export { DDIMScheduler } from "./schedulers/scheduling_ddim.js";
 export { EulerDiscreteScheduler } from "./schedulers/scheduling_euler_discrete.js";
+export { UNet2DConditionModel } from "./models/unet_2d_condition.js";
+export { AutoencoderKL } from "./models/autoencoder_kl.js";
+export { StableDiffusionPipeline, randn, type StableDiffusionCallOptions, type StableDiffusionOutput } from "./pipelines/pipeline_stable_diffusion.js";
 export { ModelMixin, cfgNum, perBlock, refuseOption } from "./models/modeling_utils.js";
 export { PipelineImage, denormalizeToNHWC, numpyToPil } from "./image_processor.js";
 export { CLIPTextModel, type CLIPTextOutput } from "../transformers/models/clip_text.js";
