@@ -19,6 +19,10 @@ export { EulerDiscreteScheduler } from "./schedulers/scheduling_euler_discrete.j
 export { UNet2DConditionModel } from "./models/unet_2d_condition.js";
 export { AutoencoderKL } from "./models/autoencoder_kl.js";
 export { StableDiffusionPipeline, randn, type StableDiffusionCallOptions, type StableDiffusionOutput } from "./pipelines/pipeline_stable_diffusion.js";
+export { FlowMatchEulerDiscreteScheduler, calculateShift, type FlowMatchEulerDiscreteConfig, type FlowMatchSetTimestepsOptions } from "./schedulers/scheduling_flow_match_euler_discrete.js";
+export { FluxTransformer2DModel, type FluxTransformerInputs } from "./models/transformer_flux.js";
+export { FluxPipeline, packLatents, unpackLatents, latentImageIds, type FluxCallOptions, type FluxPipelineOutput } from "./pipelines/pipeline_flux.js";
+export { T5EncoderModel } from "../transformers/models/t5_encoder.js";
 export { ModelMixin, cfgNum, perBlock, refuseOption } from "./models/modeling_utils.js";
 export { PipelineImage, denormalizeToNHWC, numpyToPil } from "./image_processor.js";
 export { CLIPTextModel, type CLIPTextOutput } from "../transformers/models/clip_text.js";

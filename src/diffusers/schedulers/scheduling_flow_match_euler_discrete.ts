@@ -49,8 +49,8 @@ export interface FlowMatchSetTimestepsOptions {
 const f32 = Math.fround;
 const f64 = (x: number) => x;
 
-/** numpy.linspace(start, stop, n) in float64. */
-function linspace(start: number, stop: number, n: number): number[] {
+/** numpy.linspace(start, stop, n) in float64 (n values, both ends included). */
+export function linspace(start: number, stop: number, n: number): number[] {
   if (n === 1) return [start];
   const step = (stop - start) / (n - 1);
   return Array.from({ length: n }, (_, i) => (i === n - 1 ? stop : start + i * step));
