@@ -2,7 +2,9 @@
  * FLUX against diffusers' outputs on ../shared/fixtures/diffusers/flux_tiny (expected.json, see its
  * README): the T5 tokenizer (Precompiled normalizer) exactly, T5EncoderModel's prompt embeddings,
  * FlowMatchEulerDiscreteScheduler schedules (fixture cases and test/data/flow_match_schedules.json
- * from diffusers), FluxTransformer2DModel's output at every step.
+ * from diffusers), FluxTransformer2DModel's output at every step, and FluxPipeline end to end
+ * (ids, embeddings, every step's latents through callbackOnStepEnd, the image) from each case's
+ * initial_latents, on cpu (1e-4) and webgpu (1e-3).
  */
 import assert from "node:assert/strict";
 import * as path from "node:path";
@@ -15,6 +17,7 @@ import type { Tensor } from "../src/tensor/tensor.js";
 import { PreTrainedTokenizer } from "../src/transformers/index.js";
 import { T5EncoderModel } from "../src/transformers/models/t5_encoder.js";
 import { FluxTransformer2DModel } from "../src/diffusers/models/transformer_flux.js";
+import { DiffusionPipeline, EulerDiscreteScheduler, FluxPipeline, PipelineImage } from "../src/diffusers/index.js";
 import { calculateShift, FlowMatchEulerDiscreteScheduler } from "../src/diffusers/schedulers/scheduling_flow_match_euler_discrete.js";
 import { maxAbsDiff, missing, readJson, ROOT, SHARED } from "./helpers/shared.js";
 import { webgpuOrSkip } from "./helpers/webgpu.js";
@@ -42,6 +45,14 @@ async function closeTo(actual: Tensor, expected: unknown, atol: number, rtol: nu
   }
   return worst;
 }
+
+test("flux_tiny CLIP tokenizer: every tokenizer_checks entry exactly", async (t) => {
+  const skip = missing(EXPECTED);
+  if (skip) return t.skip(skip);
+  const e = readJson(EXPECTED);
+  const tok = await PreTrainedTokenizer.fromPretrained(path.join(FLUX, "tokenizer"));
+  for (const c of e.tokenizer_checks.tokenizer) assert.deepEqual(tok.encode(c.text), c.input_ids, `CLIP ids of ${JSON.stringify(c.text)}`);
+});
 
 test("flux_tiny T5 tokenizer (Unigram, Precompiled nmt_nfkc normalizer): every tokenizer_checks entry exactly", async (t) => {
   const skip = missing(EXPECTED);
@@ -107,16 +118,16 @@ test("FlowMatchEulerDiscreteScheduler: bad configs and calls are refused naming 
   assert.throws(() => s.indexForTimestep(12.5), /not in the schedule/);
 });
 
-for (const dev of ["cpu", "webgpu"]) {
+// On webgpu the transformer is covered by the pipeline test below (every step's latents).
+for (const dev of ["cpu"]) {
   test(`flux_tiny FluxTransformer2DModel on ${dev}: model_output of every step of every case from that step's inputs`, async (t) => {
     const skip = missing(EXPECTED);
     if (skip) return t.skip(skip);
-    const device = dev === "cpu" ? await openDevice("cpu") : await webgpuOrSkip(t);
-    if (!device) return;
+    const device = await openDevice(dev);
     const e = readJson(EXPECTED);
     const model = new FluxTransformer2DModel(readJson(path.join(FLUX, "transformer/config.json")));
     model.loadWeights(readSafetensors(path.join(FLUX, "transformer/diffusion_pytorch_model.safetensors")), device);
-    const tol = dev === "cpu" ? 1e-4 : 1e-3;
+    const tol = 1e-4;
     for (const c of e.cases as Case[]) {
       const s = FlowMatchEulerDiscreteScheduler.fromConfig(c.scheduler_config);
       s.setTimesteps(c.num_inference_steps, { sigmas: c.sigmas_requested, mu: calculateShift(c.image_seq_len) });
@@ -135,3 +146,83 @@ for (const dev of ["cpu", "webgpu"]) {
     }
   });
 }
+
+/** Run `c` through `pipe` from its initial_latents; checks every step's latents and returns the output. */
+async function runCase(pipe: FluxPipeline, c: Case, tol: number, outputType: "np" | "latent") {
+  const seen: number[] = [];
+  const latents = ref(c.initial_latents, [1, c.image_seq_len, 64], pipe.device);
+  const out = await pipe.call({
+    prompt: c.prompt, height: c.height, width: c.width, numInferenceSteps: c.num_inference_steps, guidanceScale: c.guidance_scale,
+    maxSequenceLength: c.max_sequence_length, latents, outputType,
+    callbackOnStepEnd: async (i, t, l) => {
+      assert.ok(Math.abs(t - c.timesteps[i]) < 1e-4, `${c.name} step ${i} timestep ${t}`);
+      await closeTo(l, c.steps[i].latents, tol, tol, `${c.name} step ${i} latents`);
+      seen.push(i);
+    },
+  });
+  assert.deepEqual(seen, c.steps.map((s: Case) => s.i));
+  return out.images as Tensor;
+}
+
+test("flux_tiny FluxPipeline on cpu: ids, pooled CLIP and T5 embeddings (1e-4), every step's latents (rtol 1e-4 + atol 1e-4), image (1e-4) of every case", async (t) => {
+  const skip = missing(EXPECTED);
+  if (skip) return t.skip(skip);
+  const e = readJson(EXPECTED);
+  const pipe = await DiffusionPipeline.fromPretrained<FluxPipeline>(FLUX, { device: "cpu", dtype: "float32" });
+  assert.ok(pipe instanceof FluxPipeline, `model_index.json _class_name FluxPipeline builds ${pipe.constructor.name}`);
+  for (const c of e.cases as Case[]) {
+    assert.deepEqual(pipe.clipIds([c.prompt])[0], c.clip_input_ids);
+    assert.deepEqual(pipe.t5Ids([c.prompt], c.max_sequence_length)[0], c.t5_input_ids);
+    const { promptEmbeds, pooledPromptEmbeds } = pipe.encodePrompt([c.prompt], [c.prompt], c.max_sequence_length);
+    await closeTo(pooledPromptEmbeds, c.pooled_prompt_embeds, 1e-4, 0, `${c.name} pooled_prompt_embeds`);
+    await closeTo(promptEmbeds, c.prompt_embeds, 1e-4, 0, `${c.name} prompt_embeds`);
+    const image = await runCase(pipe, c, 1e-4, "np");
+    assert.deepEqual(image.shape, [1, c.height, c.width, 3]);
+    await closeTo(image, c.image, 1e-4, 0, `${c.name} image`);
+  }
+});
+
+test("flux_tiny FluxPipeline moved to webgpu: every step's latents of every case within 1e-3", async (t) => {
+  const skip = missing(EXPECTED);
+  if (skip) return t.skip(skip);
+  if (!(await webgpuOrSkip(t))) return;
+  const e = readJson(EXPECTED);
+  const pipe = await FluxPipeline.fromPretrained<FluxPipeline>(FLUX);
+  await pipe.to("webgpu");
+  assert.equal(pipe.device.name, "webgpu");
+  for (const c of e.cases as Case[]) {
+    const latents = await runCase(pipe, c, 1e-3, "latent");
+    assert.deepEqual(latents.shape, [1, c.image_seq_len, 64]);
+  }
+});
+
+test("FluxPipeline: a seed gives the same image twice; pil output is 8-bit RGB", async (t) => {
+  const skip = missing(EXPECTED);
+  if (skip) return t.skip(skip);
+  const pipe = await FluxPipeline.fromPretrained<FluxPipeline>(FLUX);
+  const opts = { prompt: "a squirrel", height: 32, width: 48, numInferenceSteps: 1, maxSequenceLength: 16, seed: 7 };
+  const [a, b] = [await pipe.call(opts), await pipe.call(opts)].map((o) => o.images as PipelineImage[]);
+  assert.equal(a.length, 1);
+  assert.ok(a[0] instanceof PipelineImage);
+  assert.equal(a[0].width, 48);
+  assert.equal(a[0].height, 32);
+  assert.deepEqual(a[0].data, b[0].data);
+  const other = (await pipe.call({ ...opts, seed: 8 })).images as PipelineImage[];
+  assert.notDeepEqual(other[0].data, a[0].data);
+});
+
+test("FluxPipeline: bad sizes, latents, sequence lengths and schedulers are refused naming the problem", async (t) => {
+  const skip = missing(EXPECTED);
+  if (skip) return t.skip(skip);
+  const pipe = await FluxPipeline.fromPretrained<FluxPipeline>(FLUX);
+  const base = { prompt: "a cat", numInferenceSteps: 1, maxSequenceLength: 8, outputType: "latent" as const };
+  await assert.rejects(pipe.call({ ...base, height: 30, width: 32 }), /height must be a positive multiple of 4 \(VAE scale factor 2 x 2x2 latent packing\), got 30/);
+  await assert.rejects(pipe.call({ ...base, height: 32, width: 34 }), /width must be a positive multiple of 4/);
+  await assert.rejects(pipe.call({ ...base, height: 32, width: 32, latents: ref(new Array(16 * 16 * 16).fill(0), [1, 16, 16, 16], pipe.device) }),
+    /latents must be packed as \[1,64,64\] for 32x32, got \[1,16,16,16\]/);
+  await assert.rejects(pipe.call({ ...base, height: 32, width: 32, maxSequenceLength: 513 }), /maxSequenceLength must be an integer in \[1, 512\]/);
+  await assert.rejects(pipe.call({ ...base, height: 32, width: 32, prompt2: ["a", "b"] }), /2 prompt2 entries for 1 prompts/);
+  await assert.rejects(pipe.call({ ...base, height: 32, width: 32, sigmas: [1, 0.5] }), /2 entries but numInferenceSteps is 1/);
+  pipe.scheduler = EulerDiscreteScheduler.fromConfig({});
+  await assert.rejects(pipe.call({ ...base, height: 32, width: 32 }), /FluxPipeline needs a flow-matching scheduler \(FlowMatchEulerDiscreteScheduler\), got EulerDiscreteScheduler/);
+});
