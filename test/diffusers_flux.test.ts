@@ -13,6 +13,7 @@ import { openDevice } from "../src/devices/registry.js";
 import type { Device } from "../src/devices/device.js";
 import { readSafetensors } from "../src/hub/index.js";
 import { tensor } from "../src/tensor/creation.js";
+import { cat } from "../src/tensor/ops.js";
 import type { Tensor } from "../src/tensor/tensor.js";
 import { PreTrainedTokenizer } from "../src/transformers/index.js";
 import { T5EncoderModel } from "../src/transformers/models/t5_encoder.js";
@@ -146,6 +147,25 @@ for (const dev of ["cpu"]) {
     }
   });
 }
+
+test("FluxTransformer2DModel without guidance_embeds (FLUX.1-schnell layout), batch of 2: output equals diffusers' (test/data/flux_no_guidance.py)", async (t) => {
+  const skip = missing(EXPECTED);
+  if (skip) return t.skip(skip);
+  const device = await openDevice("cpu");
+  const d = readJson(path.join(ROOT, "test/data/flux_no_guidance.json"));
+  const c = (readJson(EXPECTED).cases as Case[]).find((x) => x.name === d.case);
+  const model = new FluxTransformer2DModel({ ...readJson(path.join(FLUX, "transformer/config.json")), guidance_embeds: false });
+  const weights = readSafetensors(path.join(FLUX, "transformer/diffusion_pytorch_model.safetensors"));
+  for (const k of [...weights.keys()]) if (k.includes("guidance_embedder")) weights.delete(k);
+  model.loadWeights(weights, device);
+  const x = ref(c.initial_latents, [1, 64, 64], device), txt = ref(c.prompt_embeds, [1, 32, 32], device), pooled = ref(c.pooled_prompt_embeds, [1, 32], device);
+  const out = model.forward({
+    hiddenStates: cat([x, x.neg()], 0), encoderHiddenStates: cat([txt, txt.mul(0.5)], 0), pooledProjections: cat([pooled, pooled.mul(0.5)], 0),
+    timestep: d.timestep, imgIds: c.latent_image_ids, txtIds: c.text_ids,
+  });
+  await closeTo(out, d.output, 1e-4, 1e-4, "no-guidance batch output");
+  assert.throws(() => new FluxTransformer2DModel({ ...readJson(path.join(FLUX, "transformer/config.json")), axes_dims_rope: [4, 4, 4] }), /axes_dims_rope \[4,4,4\] must sum to attention_head_dim 16/);
+});
 
 /** Run `c` through `pipe` from its initial_latents; checks every step's latents and returns the output. */
 async function runCase(pipe: FluxPipeline, c: Case, tol: number, outputType: "np" | "latent") {
