@@ -7,7 +7,7 @@ import "../hub/local_source.js";
 import "./components.js";
 export {
   DiffusionPipeline, PipelineLoadError, registerPipeline, registerComponent, loadModelComponent, supportedPipelines,
-  parseWeightDtype, SCHEDULER_COMPONENT, type PipelineLoadOptions, type ComponentContext, type ComponentLoader, type PipelineClass,
+  parseWeightDtype, SCHEDULER_COMPONENT, type DiffusionCallOptions, type DiffusionOutput, type PipelineLoadOptions, type ComponentContext, type ComponentLoader, type PipelineClass,
 } from "./pipeline_utils.js";
 export { loadScheduler, loadTokenizer } from "./components.js";
 export {
@@ -18,7 +18,7 @@ export { DDIMScheduler } from "./schedulers/scheduling_ddim.js";
 export { EulerDiscreteScheduler } from "./schedulers/scheduling_euler_discrete.js";
 export { UNet2DConditionModel } from "./models/unet_2d_condition.js";
 export { AutoencoderKL } from "./models/autoencoder_kl.js";
-export { StableDiffusionPipeline, randn, type StableDiffusionCallOptions, type StableDiffusionOutput } from "./pipelines/pipeline_stable_diffusion.js";
+export { StableDiffusionPipeline, randn, type StableDiffusionCallOptions } from "./pipelines/pipeline_stable_diffusion.js";
 export { ModelMixin, cfgNum, perBlock, refuseOption } from "./models/modeling_utils.js";
 export { PipelineImage, denormalizeToNHWC, numpyToPil } from "./image_processor.js";
 export { CLIPTextModel, type CLIPTextOutput } from "../transformers/models/clip_text.js";
