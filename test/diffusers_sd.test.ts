@@ -22,6 +22,7 @@ import { tensor } from "../src/tensor/index.js";
 import type { Tensor } from "../src/tensor/tensor.js";
 import { CLI, maxAbsDiff, missing, readJson, SHARED } from "./helpers/shared.js";
 import { startMockHub, writeSafetensors } from "./helpers/mock_hub.js";
+import { webgpuOrSkip } from "./helpers/webgpu.js";
 
 const SD = path.join(SHARED, "fixtures/diffusers/sd_tiny");
 const run = promisify(execFile);
@@ -234,4 +235,16 @@ test("tsorch diffuse: the PNG from a case's latents is within one level of diffu
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
+});
+test("sd_tiny on webgpu: pipe.to('webgpu'), a DDIM 32x32 and an Euler 32x48 case within 1e-3", async (t) => {
+  const skip = missing(SD);
+  if (skip) return t.skip(skip);
+  if (!(await webgpuOrSkip(t))) return;
+  const pipe = await DiffusionPipeline.fromPretrained<StableDiffusionPipeline>(SD);
+  await pipe.to("webgpu");
+  assert.equal(pipe.device.name, "webgpu");
+  // Two of the six cases (both schedulers, both sizes): lavapipe runs the tiny UNet at about 2 s a step.
+  const cases = (readJson(path.join(SD, "expected.json")).cases as SDCase[]).filter((c) => ["ddim_32x32_2steps", "euler_32x48_2steps"].includes(c.name));
+  assert.equal(cases.length, 2);
+  for (const c of cases) await checkCase(pipe, c, { rtol: 1e-3, atol: 1e-3, image: 1e-3 });
 });
