@@ -13,6 +13,7 @@ import { openDevice } from "../src/devices/registry.js";
 import * as torch from "../src/index.js";
 import { Conv2d, GroupNorm } from "../src/nn/index.js";
 import { ROOT } from "./helpers/shared.js";
+import { webgpuOrSkip } from "./helpers/webgpu.js";
 
 interface Json { shape: number[]; values: number[] }
 interface RefCase {
@@ -49,6 +50,11 @@ async function checkAgainstTorch(device: Device, atol: number): Promise<void> {
 
 test("image ops on cpu match PyTorch (conv2d, group_norm, interpolate nearest, pad)", async () => {
   await checkAgainstTorch(await openDevice("cpu"), 1e-5);
+});
+
+test("image ops on webgpu match PyTorch", async (t) => {
+  const dev = await webgpuOrSkip(t);
+  if (dev) await checkAgainstTorch(dev, 1e-4);
 });
 
 test("Conv2d and GroupNorm declare PyTorch's state_dict names and shapes", () => {

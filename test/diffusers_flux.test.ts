@@ -18,7 +18,7 @@ import type { Tensor } from "../src/tensor/tensor.js";
 import { PreTrainedTokenizer } from "../src/transformers/index.js";
 import { T5EncoderModel } from "../src/transformers/models/t5_encoder.js";
 import { FluxTransformer2DModel } from "../src/diffusers/models/transformer_flux.js";
-import { DiffusionPipeline, EulerDiscreteScheduler, FluxPipeline, PipelineImage } from "../src/diffusers/index.js";
+import { DiffusionPipeline, EulerDiscreteScheduler, FluxPipeline, latentImageIds, packLatents, PipelineImage, unpackLatents } from "../src/diffusers/index.js";
 import { calculateShift, FlowMatchEulerDiscreteScheduler } from "../src/diffusers/schedulers/scheduling_flow_match_euler_discrete.js";
 import { maxAbsDiff, missing, readJson, ROOT, SHARED } from "./helpers/shared.js";
 import { webgpuOrSkip } from "./helpers/webgpu.js";
@@ -202,7 +202,7 @@ test("flux_tiny FluxPipeline on cpu: ids, pooled CLIP and T5 embeddings (1e-4), 
   }
 });
 
-test("flux_tiny FluxPipeline moved to webgpu: every step's latents of every case within 1e-3", async (t) => {
+test("flux_tiny FluxPipeline moved to webgpu: every step's latents and the image of every case within 1e-3", async (t) => {
   const skip = missing(EXPECTED);
   if (skip) return t.skip(skip);
   if (!(await webgpuOrSkip(t))) return;
@@ -211,9 +211,24 @@ test("flux_tiny FluxPipeline moved to webgpu: every step's latents of every case
   await pipe.to("webgpu");
   assert.equal(pipe.device.name, "webgpu");
   for (const c of e.cases as Case[]) {
-    const latents = await runCase(pipe, c, 1e-3, "latent");
-    assert.deepEqual(latents.shape, [1, c.image_seq_len, 64]);
+    const image = await runCase(pipe, c, 1e-3, "np");
+    assert.equal(image.device.name, "webgpu");
+    await closeTo(image, c.image, 1e-3, 0, `${c.name} image on webgpu`);
   }
+});
+
+test("FluxPipeline: unpacked latents [B, C, h, w] (the randn draw) are packed as diffusers' _pack_latents", async (t) => {
+  const skip = missing(EXPECTED);
+  if (skip) return t.skip(skip);
+  const c = (readJson(EXPECTED).cases as Case[])[2];
+  const pipe = await FluxPipeline.fromPretrained<FluxPipeline>(FLUX);
+  const unpacked = ref(c.initial_latents_unpacked, [1, 16, c.latent_height, c.latent_width], pipe.device);
+  assert.deepEqual(await packLatents(unpacked).data(), await ref(c.initial_latents, [1, c.image_seq_len, 64], pipe.device).data());
+  assert.deepEqual(await unpackLatents(packLatents(unpacked), c.latent_height, c.latent_width).data(), await unpacked.data());
+  assert.deepEqual(latentImageIds(c.latent_height / 2, c.latent_width / 2), c.latent_image_ids);
+  const out = await pipe.call({ prompt: c.prompt, height: c.height, width: c.width, numInferenceSteps: c.num_inference_steps,
+    maxSequenceLength: c.max_sequence_length, latents: unpacked, outputType: "latent" });
+  await closeTo(out.images as Tensor, c.steps[c.steps.length - 1].latents, 1e-4, 1e-4, "final latents from unpacked initial latents");
 });
 
 test("FluxPipeline: a seed gives the same image twice; pil output is 8-bit RGB", async (t) => {
@@ -238,8 +253,8 @@ test("FluxPipeline: bad sizes, latents, sequence lengths and schedulers are refu
   const base = { prompt: "a cat", numInferenceSteps: 1, maxSequenceLength: 8, outputType: "latent" as const };
   await assert.rejects(pipe.call({ ...base, height: 30, width: 32 }), /height must be a positive multiple of 4 \(VAE scale factor 2 x 2x2 latent packing\), got 30/);
   await assert.rejects(pipe.call({ ...base, height: 32, width: 34 }), /width must be a positive multiple of 4/);
-  await assert.rejects(pipe.call({ ...base, height: 32, width: 32, latents: ref(new Array(16 * 16 * 16).fill(0), [1, 16, 16, 16], pipe.device) }),
-    /latents must be packed as \[1,64,64\] for 32x32, got \[1,16,16,16\]/);
+  await assert.rejects(pipe.call({ ...base, height: 32, width: 32, latents: ref(new Array(16 * 8 * 8).fill(0), [1, 16, 8, 8], pipe.device) }),
+    /latents must be packed \[1,64,64\] or unpacked \[1,16,16,16\] for 32x32, got \[1,16,8,8\]/);
   await assert.rejects(pipe.call({ ...base, height: 32, width: 32, maxSequenceLength: 513 }), /maxSequenceLength must be an integer in \[1, 512\]/);
   await assert.rejects(pipe.call({ ...base, height: 32, width: 32, prompt2: ["a", "b"] }), /2 prompt2 entries for 1 prompts/);
   await assert.rejects(pipe.call({ ...base, height: 32, width: 32, sigmas: [1, 0.5] }), /2 entries but numInferenceSteps is 1/);

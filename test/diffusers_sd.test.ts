@@ -7,10 +7,12 @@
  * (mock) Hub id; a seed's reproducibility; and the clear errors for bad folders and inputs.
  */
 import assert from "node:assert/strict";
+import { execFile } from "node:child_process";
 import { copyFileSync, cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import * as path from "node:path";
 import { test } from "node:test";
+import { promisify } from "node:util";
 import { PNG } from "pngjs";
 import {
   DDIMScheduler, DiffusionPipeline, EulerDiscreteScheduler, PipelineImage, PreTrainedTokenizer, StableDiffusionPipeline,
@@ -18,10 +20,12 @@ import {
 } from "../src/diffusers/index.js";
 import { tensor } from "../src/tensor/index.js";
 import type { Tensor } from "../src/tensor/tensor.js";
-import { maxAbsDiff, missing, readJson, SHARED } from "./helpers/shared.js";
-import { startMockHub } from "./helpers/mock_hub.js";
+import { CLI, maxAbsDiff, missing, readJson, SHARED } from "./helpers/shared.js";
+import { startMockHub, writeSafetensors } from "./helpers/mock_hub.js";
+import { webgpuOrSkip } from "./helpers/webgpu.js";
 
 const SD = path.join(SHARED, "fixtures/diffusers/sd_tiny");
+const run = promisify(execFile);
 
 interface SDCase {
   name: string; scheduler_class: string; scheduler_config: Record<string, unknown>; prompt: string; negative_prompt: string;
@@ -153,8 +157,8 @@ test("sd_tiny: the same seed gives the same latents, another seed others", async
   const skip = missing(SD);
   if (skip) return t.skip(skip);
   const pipe = await DiffusionPipeline.fromPretrained<StableDiffusionPipeline>(SD);
-  const run = async (seed: number) => await ((await pipe.call({ prompt: "a cat", height: 32, width: 32, numInferenceSteps: 1, seed, outputType: "latent" })).images as Tensor).data() as Float32Array;
-  const a = await run(7), b = await run(7), c = await run(8);
+  const gen = async (seed: number) => await ((await pipe.call({ prompt: "a cat", height: 32, width: 32, numInferenceSteps: 1, seed, outputType: "latent" })).images as Tensor).data() as Float32Array;
+  const a = await gen(7), b = await gen(7), c = await gen(8);
   assert.deepEqual(a, b);
   assert.ok(maxAbsDiff(a, c) > 0.1);
 });
@@ -209,4 +213,38 @@ test("diffusers errors: missing component folder or weights, unsupported pipelin
   await assert.rejects(pipe.call({ prompt: "x", height: 32, width: 32, numInferenceSteps: 1, latents: tensor(new Float32Array(16), { shape: [1, 4, 2, 2] }) }),
     /latents must have shape \[1,4,16,16\], got \[1,4,2,2\]/);
   await assert.rejects(pipe.call({ prompt: "x", numInferenceSteps: 0 }), /numInferenceSteps must be an integer in \[1, 1000\]/);
+});
+
+test("tsorch diffuse: the PNG from a case's latents is within one level of diffusers' PNG; bad flags are usage errors", async (t) => {
+  const skip = missing(SD);
+  if (skip) return t.skip(skip);
+  const c = (readJson(path.join(SD, "expected.json")).cases as SDCase[]).find((x) => x.name === "euler_32x48_2steps")!;
+  const dir = mkdtempSync(path.join(tmpdir(), "tsorch-diffuse-"));
+  try {
+    const latents = path.join(dir, "latents.safetensors");
+    writeSafetensors(latents, [{ name: "latents", dtype: "F32", shape: [1, 4, c.height / 2, c.width / 2], bytes: new Uint8Array(Float32Array.from(flat(c.initial_latents)).buffer) }]);
+    const out = path.join(dir, "out.png");
+    const { stdout } = await run(process.execPath, [CLI, "diffuse", "--model", SD, "--prompt", c.prompt, "--negative-prompt", "", "--height", String(c.height),
+      "--width", String(c.width), "--steps", String(c.num_inference_steps), "--guidance-scale", "7.5", "--scheduler", "euler", "--latents", latents, "--output", out]);
+    assert.equal(stdout.trim(), out);
+    assertPngClose(out, path.join(SD, c.image_png));
+    await assert.rejects(run(process.execPath, [CLI, "diffuse", "--model", SD, "--prompt", "x", "--scheduler", "pndm", "--output", out]),
+      (e: { code: number; stderr: string }) => e.code === 2 && /--scheduler must be one of ddim, euler, flow-match-euler, got 'pndm'/.test(e.stderr));
+    await assert.rejects(run(process.execPath, [CLI, "diffuse", "--model", SD, "--prompt", "x", "--height", "20", "--output", out]),
+      (e: { code: number; stderr: string }) => e.code === 1 && /height must be a positive multiple of 8, got 20/.test(e.stderr));
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+test("sd_tiny on webgpu: pipe.to('webgpu'), a DDIM 32x32 and an Euler 32x48 case within 1e-3", async (t) => {
+  const skip = missing(SD);
+  if (skip) return t.skip(skip);
+  if (!(await webgpuOrSkip(t))) return;
+  const pipe = await DiffusionPipeline.fromPretrained<StableDiffusionPipeline>(SD);
+  await pipe.to("webgpu");
+  assert.equal(pipe.device.name, "webgpu");
+  // Two of the six cases (both schedulers, both sizes): lavapipe runs the tiny UNet at about 2 s a step.
+  const cases = (readJson(path.join(SD, "expected.json")).cases as SDCase[]).filter((c) => ["ddim_32x32_2steps", "euler_32x48_2steps"].includes(c.name));
+  assert.equal(cases.length, 2);
+  for (const c of cases) await checkCase(pipe, c, { rtol: 1e-3, atol: 1e-3, image: 1e-3 });
 });

@@ -13,6 +13,9 @@ import { readJsonObject } from "../hub/config.js";
 import { loadCheckpoint, resolvePipeline, COMPONENT_WEIGHT_FILES, MODEL_INDEX_FILE, type JsonObject, type RawTensor, type ResolveOptions } from "../hub/index.js";
 import { Module } from "../nn/module.js";
 import { isFloating, parseDType, type DType } from "../tensor/dtype.js";
+import type { Tensor } from "../tensor/tensor.js";
+import type { PipelineImage } from "./image_processor.js";
+import type { SchedulerMixin } from "./schedulers/scheduling_utils.js";
 
 /** Options of {@link DiffusionPipeline.fromPretrained}. */
 export interface PipelineLoadOptions extends ResolveOptions {
@@ -83,6 +86,30 @@ export function supportedPipelines(): string[] {
   return [...PIPELINES.keys()];
 }
 
+/** The call options every text-to-image pipeline takes (diffusers' __call__ names, camel-cased). */
+export interface DiffusionCallOptions {
+  prompt: string | string[];
+  /** Pixels; the pipeline's default when absent. */
+  height?: number;
+  width?: number;
+  numInferenceSteps?: number;
+  guidanceScale?: number;
+  /** Seed of the initial noise (tsorch's generator; not PyTorch's). Ignored when `latents` is given. */
+  seed?: number;
+  /** Initial latents, in the pipeline's layout. */
+  latents?: Tensor;
+  /** Called after every denoising step with its index, timestep and the new latents. */
+  callbackOnStepEnd?: (step: number, timestep: number, latents: Tensor) => void | Promise<void>;
+  /** "pil" (default): 8-bit images; "np": Tensor [B, H, W, 3] in [0, 1]; "latent": the final latents. */
+  outputType?: "pil" | "np" | "latent";
+}
+
+/** What a pipeline call returns. */
+export interface DiffusionOutput {
+  /** PipelineImage[] for "pil", a Tensor for "np" and "latent". */
+  images: PipelineImage[] | Tensor;
+}
+
 /** A diffusers pipeline: named components (models, tokenizers, a scheduler) on one device. */
 export abstract class DiffusionPipeline {
   /** Components by model_index.json name (null for optional ones listed as [null, null]). */
@@ -93,6 +120,13 @@ export abstract class DiffusionPipeline {
   constructor(components: Record<string, unknown>) {
     this.components = components;
   }
+
+  /** Generate images (see each pipeline for its extra options). */
+  abstract call(options: DiffusionCallOptions): Promise<DiffusionOutput>;
+
+  /** The scheduler component (replace it to change the sampler, as `pipe.scheduler = X.from_config(...)`). */
+  get scheduler(): SchedulerMixin { return this.component("scheduler"); }
+  set scheduler(s: SchedulerMixin) { this.components.scheduler = s; }
 
   /** The component `name`; throws PipelineLoadError when the pipeline has none. */
   protected component<T>(name: string): T {

@@ -49,7 +49,7 @@ function conv2dCase(name: string, x: Input, w: Input, bias: Input | null, s: Con
     mag.push(m);
   }
   const shape = unbatched ? [O, Ho, Wo] : [N, O, Ho, Wo];
-  return { op: "conv2d", name, inputs, run, expect: [floats("float32", shape, values, mag)], tol: ulps(4 + Math.ceil(Math.sqrt(K))), kernel: "conv2d" };
+  return { op: "conv2d", name, inputs, run, expect: [floats("float32", shape, values, mag)], tol: ulps(4 + Math.ceil(Math.sqrt(K))) };
 }
 
 function conv2dCases(rng: Rng): Case[] {
@@ -95,7 +95,7 @@ function groupNormCase(name: string, x: Input, groups: number, w: Input | null, 
       mag[r * len + k] = (Math.abs(v - mean) + scale) * inv * Math.abs(ww) + Math.abs(bb);
     });
   }
-  return { op: "groupNorm", name, inputs, run, expect: [floats("float32", x.t.shape, values, mag)], tol: ulps(8), kernel: "groupNorm" };
+  return { op: "groupNorm", name, inputs, run, expect: [floats("float32", x.t.shape, values, mag)], tol: ulps(8) };
 }
 
 function groupNormCases(rng: Rng): Case[] {
@@ -135,7 +135,7 @@ function interpolateCase(name: string, x: Input, opts: S.InterpolateOptions): Ca
   for (let b = 0; b < N * C; b++) for (let h = 0; h < Ho; h++) for (let w = 0; w < Wo; w++) {
     values.push(X[(b * H + nearestIndex(h, H, Ho, f?.[0])) * W + nearestIndex(w, W, Wo, f?.[1])]);
   }
-  return { op: "interpolate", name, inputs: [x], run, expect: [exact(host("float32", [N, C, Ho, Wo], values))], tol: ulps(0), kernel: "upsampleNearest2d" };
+  return { op: "interpolate", name, inputs: [x], run, expect: [exact(host("float32", [N, C, Ho, Wo], values))], tol: ulps(0) };
 }
 
 function interpolateCases(rng: Rng): Case[] {

@@ -19,43 +19,27 @@ import type { CLIPTextModel } from "../../transformers/models/clip_text.js";
 import { T5EncoderModel } from "../../transformers/models/t5_encoder.js";
 import type { PreTrainedTokenizer } from "../../transformers/tokenization.js";
 import { loadTokenizer } from "../components.js";
-import { denormalizeToNHWC, numpyToPil, type PipelineImage } from "../image_processor.js";
+import { denormalizeToNHWC, numpyToPil } from "../image_processor.js";
 import type { AutoencoderKL } from "../models/autoencoder_kl.js";
 import { FluxTransformer2DModel } from "../models/transformer_flux.js";
-import { DiffusionPipeline, loadModelComponent, registerComponent, registerPipeline } from "../pipeline_utils.js";
+import { DiffusionPipeline, loadModelComponent, registerComponent, registerPipeline, type DiffusionCallOptions, type DiffusionOutput } from "../pipeline_utils.js";
 import { calculateShift, FlowMatchEulerDiscreteScheduler, linspace } from "../schedulers/scheduling_flow_match_euler_discrete.js";
-import type { SchedulerMixin } from "../schedulers/scheduling_utils.js";
 import { randn } from "./pipeline_stable_diffusion.js";
 
-/** Arguments of {@link FluxPipeline.call} (diffusers' __call__ names, camel-cased). */
-export interface FluxCallOptions {
-  prompt: string | string[];
+/**
+ * Arguments of {@link FluxPipeline.call}: the common ones with FLUX's defaults (height and width
+ * 128 · vae scale factor, multiples of 2 · vae scale factor; numInferenceSteps 28; guidanceScale
+ * 3.5, the guidance embedding's value, unused without guidance_embeds), and FLUX's own.
+ * `latents`: packed [B, (h/2)·(w/2), 4·C] as diffusers takes them, or unpacked [B, C, h, w] (a
+ * randn draw), used unscaled; callbackOnStepEnd and outputType "latent" see packed latents.
+ */
+export interface FluxCallOptions extends DiffusionCallOptions {
   /** The T5 prompt; default: `prompt`. */
   prompt2?: string | string[];
-  /** Pixels; default 128 · vae scale factor (1024). Multiples of 2 · vae scale factor (16). */
-  height?: number;
-  width?: number;
-  /** Default 28. */
-  numInferenceSteps?: number;
   /** Custom sigmas, one per step; default linspace(1, 1/n, n). */
   sigmas?: number[];
-  /** The guidance embedding's value (FLUX.1-dev); default 3.5. Unused when the transformer has no guidance_embeds. */
-  guidanceScale?: number;
   /** T5 tokens (padded/truncated to this); default 512, at most 512. */
   maxSequenceLength?: number;
-  /** Seed of the initial noise (tsorch's generator). Ignored when `latents` is given. */
-  seed?: number;
-  /** Initial packed latents [B, (h/2)·(w/2), 4·C], used as given (FLUX does not scale them). */
-  latents?: Tensor;
-  /** Called after every step with the step index, its timestep and the new (packed) latents. */
-  callbackOnStepEnd?: (step: number, timestep: number, latents: Tensor) => void | Promise<void>;
-  /** "pil" (default): 8-bit images; "np": Tensor [B, H, W, 3] in [0, 1]; "latent": the final packed latents. */
-  outputType?: "pil" | "np" | "latent";
-}
-
-export interface FluxPipelineOutput {
-  /** PipelineImage[] for "pil", a Tensor for "np" and "latent". */
-  images: PipelineImage[] | Tensor;
 }
 
 /**
@@ -92,8 +76,6 @@ export class FluxPipeline extends DiffusionPipeline {
   get tokenizer(): PreTrainedTokenizer { return this.component("tokenizer"); }
   get textEncoder2(): T5EncoderModel { return this.component("text_encoder_2"); }
   get tokenizer2(): PreTrainedTokenizer { return this.component("tokenizer_2"); }
-  get scheduler(): SchedulerMixin { return this.component("scheduler"); }
-  set scheduler(s: SchedulerMixin) { this.components.scheduler = s; }
   /** Pixels per latent pixel (2^(VAE blocks − 1)); images are packed 2x2 on top of it. */
   get vaeScaleFactor(): number { return this.vae.scaleFactor; }
 
@@ -130,7 +112,7 @@ export class FluxPipeline extends DiffusionPipeline {
    * or device, prompt_2 of another batch size, max_sequence_length outside [1, 512], a bad step
    * count or custom sigmas of the wrong length; Error when the scheduler is not flow-matching.
    */
-  async call(o: FluxCallOptions): Promise<FluxPipelineOutput> {
+  async call(o: FluxCallOptions): Promise<DiffusionOutput> {
     const name = "FluxPipeline";
     const s = this.vaeScaleFactor;
     const height = o.height ?? 128 * s, width = o.width ?? 128 * s;
@@ -156,9 +138,10 @@ export class FluxPipeline extends DiffusionPipeline {
     const h = height / s, w = width / s;
     const N = (h / 2) * (w / 2);
     const device = transformer.device;
-    const shape = [B, N, C * 4];
-    if (o.latents && (o.latents.ndim !== 3 || o.latents.shape.some((d, i) => d !== shape[i]))) {
-      throw new RangeError(`${name}: latents must be packed as [${shape}] for ${height}x${width}, got [${o.latents.shape}]`);
+    const shape = [B, N, C * 4], unpacked = [B, C, h, w];
+    const is = (t: Tensor, want: number[]) => t.ndim === want.length && t.shape.every((d, i) => d === want[i]);
+    if (o.latents && !is(o.latents, shape) && !is(o.latents, unpacked)) {
+      throw new RangeError(`${name}: latents must be packed [${shape}] or unpacked [${unpacked}] for ${height}x${width}, got [${o.latents.shape}]`);
     }
     if (o.latents && o.latents.device !== device) throw new RangeError(`${name}: latents are on ${o.latents.device.name}, the pipeline on ${device.name}`);
 
@@ -166,7 +149,8 @@ export class FluxPipeline extends DiffusionPipeline {
     const txtIds = Array.from({ length: maxLen }, () => [0, 0, 0]);
     const imgIds = latentImageIds(h / 2, w / 2);
     const rope = transformer.rotaryEmbedding(txtIds, imgIds, device);
-    let latents = o.latents?.to("float32") ?? tidy(() => packLatents(randn([B, C, h, w], o.seed, device)));
+    const given = o.latents;
+    let latents = tidy(() => given ? (given.ndim === 4 ? packLatents(given.to("float32")) : given.to("float32")) : packLatents(randn(unpacked, o.seed, device)));
 
     const sigmas = o.sigmas ?? linspace(1.0, 1 / steps, steps);
     const cfg = scheduler.config;

@@ -17,37 +17,17 @@ import type { PreTrainedTokenizer } from "../../transformers/tokenization.js";
 import type { CLIPTextModel } from "../../transformers/models/clip_text.js";
 import { add, cat, mul, sub, tensor, tidy } from "../../tensor/index.js";
 import type { Tensor } from "../../tensor/tensor.js";
-import { denormalizeToNHWC, numpyToPil, type PipelineImage } from "../image_processor.js";
+import { denormalizeToNHWC, numpyToPil } from "../image_processor.js";
 import type { AutoencoderKL } from "../models/autoencoder_kl.js";
 import type { UNet2DConditionModel } from "../models/unet_2d_condition.js";
-import { DiffusionPipeline, registerPipeline } from "../pipeline_utils.js";
-import type { SchedulerMixin } from "../schedulers/scheduling_utils.js";
+import { DiffusionPipeline, registerPipeline, type DiffusionCallOptions, type DiffusionOutput } from "../pipeline_utils.js";
 
-/** Arguments of {@link StableDiffusionPipeline.call} (diffusers' __call__ names, camel-cased). */
-export interface StableDiffusionCallOptions {
-  prompt: string | string[];
+/** Arguments of {@link StableDiffusionPipeline.call}: the common ones, SD's defaults, and a negative prompt. */
+export interface StableDiffusionCallOptions extends DiffusionCallOptions {
   /** Default "" (the unconditional embedding). */
   negativePrompt?: string | string[];
-  /** Pixels; default unet sample_size · vae scale factor. Multiples of 8. */
+  /** Default unet sample_size · vae scale factor; multiples of 8. numInferenceSteps default 50, guidanceScale 7.5 (guidance when > 1). */
   height?: number;
-  width?: number;
-  /** Default 50. */
-  numInferenceSteps?: number;
-  /** Default 7.5; guidance runs when > 1. */
-  guidanceScale?: number;
-  /** Seed of the initial noise (tsorch's generator). Ignored when `latents` is given. */
-  seed?: number;
-  /** Initial latents [B, in_channels, height/s, width/s] (multiplied by init_noise_sigma, as diffusers). */
-  latents?: Tensor;
-  /** Called after every step with the step index, its timestep and the new latents. */
-  callbackOnStepEnd?: (step: number, timestep: number, latents: Tensor) => void | Promise<void>;
-  /** "pil" (default): 8-bit images; "np": Tensor [B, H, W, 3] in [0, 1]; "latent": the final latents. */
-  outputType?: "pil" | "np" | "latent";
-}
-
-export interface StableDiffusionOutput {
-  /** PipelineImage[] for "pil", a Tensor for "np" and "latent". */
-  images: PipelineImage[] | Tensor;
 }
 
 /** Standard-normal values from tsorch's seeded generator (Box–Muller). */
@@ -69,8 +49,6 @@ export class StableDiffusionPipeline extends DiffusionPipeline {
   get vae(): AutoencoderKL { return this.component("vae"); }
   get textEncoder(): CLIPTextModel { return this.component("text_encoder"); }
   get tokenizer(): PreTrainedTokenizer { return this.component("tokenizer"); }
-  get scheduler(): SchedulerMixin { return this.component("scheduler"); }
-  set scheduler(s: SchedulerMixin) { this.components.scheduler = s; }
   /** Pixels per latent pixel (2^(VAE blocks − 1)). */
   get vaeScaleFactor(): number { return this.vae.scaleFactor; }
 
@@ -97,7 +75,7 @@ export class StableDiffusionPipeline extends DiffusionPipeline {
    * latents of the wrong shape or device, a negative prompt batch that does not match the prompt's,
    * or a bad step count.
    */
-  async call(o: StableDiffusionCallOptions): Promise<StableDiffusionOutput> {
+  async call(o: StableDiffusionCallOptions): Promise<DiffusionOutput> {
     const s = this.vaeScaleFactor;
     const height = o.height ?? this.unet.sampleSize * s, width = o.width ?? this.unet.sampleSize * s;
     for (const [name, v] of [["height", height], ["width", width]] as const) {

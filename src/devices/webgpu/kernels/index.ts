@@ -10,8 +10,9 @@ import { normKernels } from "./norm.js";
 import { pagedAttentionKernels } from "./paged_attention.js";
 import { reduceKernels } from "./reduce.js";
 import { sortKernels } from "./sort.js";
+import { spatialKernels } from "./spatial.js";
 
-export const webgpuKernels: Omit<KernelSignatures, "quantizeBlocks" | "linearQuantized" | "conv2d" | "groupNorm" | "upsampleNearest2d"> = {
+export const webgpuKernels: Omit<KernelSignatures, "quantizeBlocks" | "linearQuantized"> = {
   ...elementwiseKernels,
   ...reduceKernels,
   ...matmulKernels,
@@ -22,4 +23,5 @@ export const webgpuKernels: Omit<KernelSignatures, "quantizeBlocks" | "linearQua
   ...gatedDeltaKernels,
   ...sortKernels,
   ...mxfp4Kernels,
+  ...spatialKernels,
 };
