@@ -7,7 +7,12 @@
  * initial_latents, on cpu (1e-4) and webgpu (1e-3).
  */
 import assert from "node:assert/strict";
+import { execFile } from "node:child_process";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
 import * as path from "node:path";
+import { promisify } from "node:util";
+import { PNG } from "pngjs";
 import { test } from "node:test";
 import { openDevice } from "../src/devices/registry.js";
 import type { Device } from "../src/devices/device.js";
@@ -20,7 +25,8 @@ import { T5EncoderModel } from "../src/transformers/models/t5_encoder.js";
 import { FluxTransformer2DModel } from "../src/diffusers/models/transformer_flux.js";
 import { DiffusionPipeline, EulerDiscreteScheduler, FluxPipeline, latentImageIds, packLatents, PipelineImage, unpackLatents } from "../src/diffusers/index.js";
 import { calculateShift, FlowMatchEulerDiscreteScheduler } from "../src/diffusers/schedulers/scheduling_flow_match_euler_discrete.js";
-import { maxAbsDiff, missing, readJson, ROOT, SHARED } from "./helpers/shared.js";
+import { CLI, maxAbsDiff, missing, readJson, ROOT, SHARED } from "./helpers/shared.js";
+import { writeSafetensors } from "./helpers/mock_hub.js";
 import { webgpuOrSkip } from "./helpers/webgpu.js";
 
 const FLUX = path.join(SHARED, "fixtures/diffusers/flux_tiny");
@@ -260,4 +266,28 @@ test("FluxPipeline: bad sizes, latents, sequence lengths and schedulers are refu
   await assert.rejects(pipe.call({ ...base, height: 32, width: 32, sigmas: [1, 0.5] }), /2 entries but numInferenceSteps is 1/);
   pipe.scheduler = EulerDiscreteScheduler.fromConfig({});
   await assert.rejects(pipe.call({ ...base, height: 32, width: 32 }), /FluxPipeline needs a flow-matching scheduler \(FlowMatchEulerDiscreteScheduler\), got EulerDiscreteScheduler/);
+});
+
+test("tsorch diffuse --scheduler flow-match-euler on flux_tiny: the PNG from a case's randn draw is within one level of diffusers' PNG", async (t) => {
+  const skip = missing(EXPECTED);
+  if (skip) return t.skip(skip);
+  const c = (readJson(EXPECTED).cases as Case[]).find((x) => x.name === "flow_euler_32x48_4steps");
+  const dir = mkdtempSync(path.join(tmpdir(), "tsorch-diffuse-flux-"));
+  try {
+    const latents = path.join(dir, "latents.safetensors");
+    const values = Float32Array.from((c.initial_latents_unpacked as number[]).flat(Infinity as 1) as number[]);
+    writeSafetensors(latents, [{ name: "latents", dtype: "F32", shape: [1, 16, c.latent_height, c.latent_width], bytes: new Uint8Array(values.buffer) }]);
+    const out = path.join(dir, "out.png");
+    const { stdout } = await promisify(execFile)(process.execPath, [CLI, "diffuse", "--model", FLUX, "--prompt", c.prompt, "--height", String(c.height),
+      "--width", String(c.width), "--steps", String(c.num_inference_steps), "--guidance-scale", String(c.guidance_scale), "--max-sequence-length",
+      String(c.max_sequence_length), "--scheduler", "flow-match-euler", "--latents", latents, "--output", out]);
+    assert.equal(stdout.trim(), out);
+    const a = PNG.sync.read(readFileSync(out)), b = PNG.sync.read(readFileSync(path.join(FLUX, c.image_png)));
+    assert.deepEqual([a.width, a.height], [b.width, b.height]);
+    let worst = 0;
+    for (let i = 0; i < a.data.length; i++) worst = Math.max(worst, Math.abs(a.data[i] - b.data[i]));
+    assert.ok(worst <= 1, `PNG pixels differ by up to ${worst} levels`);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
 });

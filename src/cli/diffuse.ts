@@ -17,6 +17,7 @@ export const DIFFUSE_USAGE = `usage: tsorch diffuse --model DIR_OR_HUB_ID --prom
   --steps N                denoising steps (default: the pipeline's, 50 for Stable Diffusion)
   --guidance-scale G       (default: the pipeline's, 7.5 for Stable Diffusion)
   --scheduler ddim|euler|flow-match-euler   replace the pipeline's scheduler (built from its config)
+  --max-sequence-length N  T5 tokens of FLUX's prompt (default 512)
   --seed S                 seed of the initial noise (tsorch's generator: not PyTorch's numbers)
   --latents FILE           initial latents instead: the tensor "latents" of a .safetensors file
                            (e.g. a diffusers run's randn draw, to reproduce its image)
@@ -31,7 +32,7 @@ const DTYPES = ["auto", "float32", "float16", "bfloat16"];
 const FLAGS = {
   model: { type: "string" }, prompt: { type: "string" }, "negative-prompt": { type: "string" }, height: { type: "string" },
   width: { type: "string" }, steps: { type: "string" }, "guidance-scale": { type: "string" }, scheduler: { type: "string" },
-  seed: { type: "string" }, latents: { type: "string" }, device: { type: "string" }, dtype: { type: "string" }, output: { type: "string" }, revision: { type: "string" },
+  seed: { type: "string" }, latents: { type: "string" }, "max-sequence-length": { type: "string" }, device: { type: "string" }, dtype: { type: "string" }, output: { type: "string" }, revision: { type: "string" },
 } as const;
 
 /** Run `tsorch diffuse` with `argv` (after the command name). Throws UsageError for bad flags. */
@@ -46,13 +47,14 @@ export async function diffuseCommand(argv: string[]): Promise<void> {
   if (!deviceTypes().includes(device.split(":")[0])) throw new UsageError(`--device: unknown device '${device}'; available: ${deviceTypes().join(", ")}`);
   const output = v.output as string;
   if (!output.toLowerCase().endsWith(".png")) throw new UsageError(`--output must name a .png file, got '${output}'`);
-  const opts: DiffusionCallOptions & { negativePrompt?: string } = {
+  const opts: DiffusionCallOptions & { negativePrompt?: string; maxSequenceLength?: number } = {
     prompt: v.prompt as string,
     height: numberFlag(v, "height", true), width: numberFlag(v, "width", true),
     numInferenceSteps: numberFlag(v, "steps", true), guidanceScale: numberFlag(v, "guidance-scale"), seed: numberFlag(v, "seed", true),
     outputType: "pil",
   };
   if (v["negative-prompt"] !== undefined) opts.negativePrompt = v["negative-prompt"] as string;
+  if (v["max-sequence-length"] !== undefined) opts.maxSequenceLength = numberFlag(v, "max-sequence-length", true);
 
   const pipe = await DiffusionPipeline.fromPretrained(v.model as string, { device, dtype, revision: v.revision as string | undefined });
   if (sched) pipe.scheduler = new (schedulerClass(SCHEDULERS[sched]))(pipe.scheduler.config);
