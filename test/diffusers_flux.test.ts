@@ -223,6 +223,19 @@ test("flux_tiny FluxPipeline moved to webgpu: every step's latents and the image
   }
 });
 
+test("flux_tiny FluxPipeline with float16 / bfloat16 weights on cpu: weights stay half, the image within the weights' rounding of diffusers' float32 one", async (t) => {
+  const skip = missing(EXPECTED);
+  if (skip) return t.skip(skip);
+  const c = (readJson(EXPECTED).cases as Case[])[1];
+  // Measured: 9.7e-4 (float16, 11-bit mantissa) and 5.7e-3 (bfloat16, 8-bit) on this case.
+  for (const [dtype, tol] of [["float16", 3e-3], ["bfloat16", 2e-2]] as const) {
+    const pipe = await DiffusionPipeline.fromPretrained<FluxPipeline>(FLUX, { dtype });
+    for (const m of [pipe.transformer, pipe.textEncoder2, pipe.vae]) assert.equal(m.stateDict().values().next().value!.dtype, dtype);
+    const image = await runCase(pipe, c, Infinity, "np");
+    await closeTo(image, c.image, tol, 0, `${c.name} image with ${dtype} weights`);
+  }
+});
+
 test("FluxPipeline: unpacked latents [B, C, h, w] (the randn draw) are packed as diffusers' _pack_latents", async (t) => {
   const skip = missing(EXPECTED);
   if (skip) return t.skip(skip);
