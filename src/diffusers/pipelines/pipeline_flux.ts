@@ -102,7 +102,9 @@ export class FluxPipeline extends DiffusionPipeline {
   encodePrompt(prompt: string[], prompt2: string[] = prompt, maxSequenceLength = 512): { promptEmbeds: Tensor; pooledPromptEmbeds: Tensor } {
     const pooledPromptEmbeds = tidy(() => this.textEncoder.forward(this.clipIds(prompt)).poolerOutput);
     const t5 = this.textEncoder2;
-    const promptEmbeds = tidy(() => t5.encode(t5.idsTensor(this.t5Ids(prompt2, maxSequenceLength))));
+    const ids = this.t5Ids(prompt2, maxSequenceLength);
+    t5.checkIds(ids);
+    const promptEmbeds = tidy(() => t5.encode(t5.idsTensor(ids)));
     return { promptEmbeds, pooledPromptEmbeds };
   }
 
