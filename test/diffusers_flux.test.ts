@@ -70,6 +70,18 @@ test("flux_tiny T5 tokenizer (Unigram, Precompiled nmt_nfkc normalizer): every t
   for (const c of e.tokenizer_checks.tokenizer_2) assert.deepEqual(tok.encode(c.text), c.input_ids, `T5 ids of ${JSON.stringify(c.text)}`);
 });
 
+test("T5 Precompiled normalizer runs the nmt_nfkc charsmap as the Rust crate (ZWJ, emoji sequences, halfwidth kana, stacked marks, long clusters): normalized text and ids", async (t) => {
+  const skip = missing(EXPECTED);
+  if (skip) return t.skip(skip);
+  const d = readJson(path.join(ROOT, "test/data/t5_precompiled.json"));
+  const tok = await PreTrainedTokenizer.fromPretrained(path.join(FLUX, "tokenizer_2"));
+  const normalizer = (tok as unknown as { tokenizer: { normalizer: { normalize(s: string): string } } }).tokenizer.normalizer;
+  for (const c of d.cases) {
+    assert.equal(normalizer.normalize(c.text), c.normalized, `normalized ${JSON.stringify(c.text)}`);
+    assert.deepEqual(tok.encode(c.text), c.ids, `ids of ${JSON.stringify(c.text)}`);
+  }
+});
+
 for (const dev of ["cpu", "webgpu"]) {
   test(`flux_tiny T5EncoderModel on ${dev}: prompt_embeds of every case within ${dev === "cpu" ? "1e-4" : "1e-3"}`, async (t) => {
     const skip = missing(EXPECTED);
