@@ -166,6 +166,7 @@ class FeedForward extends Module {
   readonly out: Linear;
   constructor(dim: number, inner: number) {
     super();
+    // net.1 is diffusers' Dropout (no parameters), kept so that net.2 has the checkpoint's name.
     const net = this.module("net", new ModuleList<Module>([new GeluProj(dim, inner), new Module(), new Linear(inner, dim)]));
     this.proj = (net.items[0] as GeluProj).proj;
     this.out = net.items[2] as Linear;
