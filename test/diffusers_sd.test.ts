@@ -125,6 +125,22 @@ test("sd_tiny on cpu: every case's step latents (rtol 1e-4 + atol 1e-4) and np i
   for (const c of readJson(path.join(SD, "expected.json")).cases as SDCase[]) await checkCase(pipe, c, { rtol: 1e-4, atol: 1e-4, image: 1e-4 });
 });
 
+test("sd_tiny with float16 and bfloat16 weights: weights stay half precision, images within 2e-2 of diffusers' float32", async (t) => {
+  const skip = missing(SD);
+  if (skip) return t.skip(skip);
+  const c = (readJson(path.join(SD, "expected.json")).cases as SDCase[])[0];
+  for (const dtype of ["float16", "bfloat16"] as const) {
+    const pipe = await DiffusionPipeline.fromPretrained<StableDiffusionPipeline>(SD, { dtype });
+    assert.equal(pipe.unet.conv_in.weight.value.dtype, dtype);
+    assert.equal(pipe.vae.decoder.conv_out.weight.value.dtype, dtype);
+    pipe.scheduler = schedulerFor(c);
+    const latents = tensor(flat(c.initial_latents), { shape: [1, 4, c.height / 2, c.width / 2] });
+    const out = await pipe.call({ prompt: c.prompt, height: c.height, width: c.width, numInferenceSteps: c.num_inference_steps, latents, outputType: "np" });
+    const d = maxAbsDiff(await (out.images as Tensor).data() as Float32Array, flat(c.image));
+    assert.ok(d < 2e-2, `${dtype}: image max diff ${d}`);
+  }
+});
+
 test("sd_tiny pil output: the saved PNG is within one level of diffusers' PNG", async (t) => {
   const skip = missing(SD);
   if (skip) return t.skip(skip);

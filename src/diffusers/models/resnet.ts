@@ -7,7 +7,7 @@
  */
 import { activation, type Activation } from "../../nn/activations.js";
 import { Conv2d, GroupNorm, Linear, Module } from "../../nn/index.js";
-import { add, interpolate, pad } from "../../tensor/index.js";
+import { add, interpolate, pad, tidy } from "../../tensor/index.js";
 import type { Tensor } from "../../tensor/tensor.js";
 
 export interface ResnetOptions {
@@ -48,12 +48,16 @@ export class ResnetBlock2D extends Module {
 
   /** x [B, Cin, H, W], temb [B, temb] or null -> [B, Cout, H, W]. */
   forward(x: Tensor, temb: Tensor | null): Tensor {
-    let h = this.conv1.forward(this.act(this.norm1.forward(x)));
+    // Nested scopes free each norm/activation output as soon as the next op has read it, so at
+    // most three activations of the block's size are alive at once (PyTorch frees them by refcount).
+    let h = this.conv1.forward(tidy(() => this.act(this.norm1.forward(x))));
     if (this.time_emb_proj && temb) {
       const t = this.time_emb_proj.forward(this.act(temb));
-      h = add(h, t.view(t.shape[0], t.shape[1], 1, 1));
+      const before = h;
+      h = tidy(() => add(before, t.view(t.shape[0], t.shape[1], 1, 1)));
     }
-    h = this.conv2.forward(this.act(this.norm2.forward(h)));
+    const mid = h;
+    h = this.conv2.forward(tidy(() => this.act(this.norm2.forward(mid))));
     const out = add(this.conv_shortcut ? this.conv_shortcut.forward(x) : x, h);
     return this.scale === 1 ? out : out.div(this.scale);
   }
