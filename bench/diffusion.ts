@@ -1,15 +1,15 @@
 /**
  * `npm run bench -- --pipeline DIR [--device D]`: a diffusers pipeline's speed at two sizes — the
- * pipeline's default (unet sample_size × VAE scale factor, square) and 1.5× as wide (rounded to a
- * multiple of 16) — over 4 denoising steps with classifier-free guidance: seconds per denoising
+ * pipeline's default (unet sample_size × VAE scale factor, square; FLUX: the VAE's sample_size) and
+ * 1.5× as wide (rounded to a multiple of 16) — over 4 denoising steps with classifier-free guidance: seconds per denoising
  * step (steps 2-4, each synchronised by reading the latents) and seconds per image (the whole call:
  * prompt encoding, 4 steps, VAE decode). Each size is run once first as a warm-up.
  */
-import { DiffusionPipeline, type StableDiffusionPipeline } from "../src/diffusers/index.js";
+import { DiffusionPipeline, FluxPipeline, type StableDiffusionPipeline } from "../src/diffusers/index.js";
 
 const STEPS = 4;
 
-async function timeOne(pipe: StableDiffusionPipeline, height: number, width: number) {
+async function timeOne(pipe: DiffusionPipeline, height: number, width: number) {
   const run = async () => {
     const marks: number[] = [];
     const t0 = performance.now();
@@ -28,9 +28,10 @@ async function timeOne(pipe: StableDiffusionPipeline, height: number, width: num
 
 /** The report for pipeline folder `dir` on `device`. */
 export async function pipelineBench(dir: string, device: string): Promise<Record<string, unknown>> {
-  const pipe = await DiffusionPipeline.fromPretrained<StableDiffusionPipeline>(dir, { device });
+  const pipe = await DiffusionPipeline.fromPretrained(dir, { device });
   const loadPeakRss = process.resourceUsage().maxRSS * 1024;
-  const base = pipe.unet.sampleSize * pipe.vaeScaleFactor;
+  // FLUX has no unet: its VAE's sample_size is the default image size (1024 for FLUX.1).
+  const base = pipe instanceof FluxPipeline ? (pipe.vae.config.sample_size as number) : (pipe as StableDiffusionPipeline).unet.sampleSize * (pipe as StableDiffusionPipeline).vaeScaleFactor;
   const wide = Math.round((base * 1.5) / 16) * 16;
   const sizes = [await timeOne(pipe, base, base), await timeOne(pipe, base, wide)];
   return { pipeline: pipe.constructor.name, sizes, load_peak_rss_bytes: loadPeakRss, peak_rss_bytes: process.resourceUsage().maxRSS * 1024 };
