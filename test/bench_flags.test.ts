@@ -26,7 +26,9 @@ test("bench: bad flags are one-line usage errors (exit 2) before anything runs",
     [["--threads", "two"], /--threads expects a positive integer, got 'two'/],
     [["--device", "tpu"], /--device must be cpu or webgpu, got 'tpu'/],
     [["--model", "/nonexistent/bench-model"], /--model: no such folder: \/nonexistent\/bench-model/],
-    [["--peer-python", "python3"], /--peer-python needs --model/],
+    [["--peer-python", "python3"], /--peer-python needs --model or --pipeline/],
+    [["--steps", "2"], /--steps and --sizes need --pipeline/],
+    [["--pipeline", "/nonexistent/bench-pipeline"], /--pipeline: no such folder: \/nonexistent\/bench-pipeline/],
     [["--treads", "2"], /Unknown option '--treads'/],
   ];
   for (const [args, pattern] of cases) {

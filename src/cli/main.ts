@@ -12,6 +12,7 @@ import { forwardCommand, FORWARD_USAGE, generateCommand, GENERATE_USAGE } from "
 import { UsageError } from "./args.js";
 import { serveCommand, SERVE_USAGE } from "./serve.js";
 import { kernelsCommand, KERNELS_USAGE } from "./kernels.js";
+import { diffuseCommand, DIFFUSE_USAGE } from "./diffuse.js";
 
 const COMMANDS: Record<string, { run: (argv: string[]) => Promise<void>; usage: string }> = {
   generate: { run: generateCommand, usage: GENERATE_USAGE },
@@ -20,6 +21,7 @@ const COMMANDS: Record<string, { run: (argv: string[]) => Promise<void>; usage: 
   serve: { run: serveCommand, usage: SERVE_USAGE },
   bench: { run: benchCommand, usage: BENCH_USAGE },
   kernels: { run: kernelsCommand, usage: KERNELS_USAGE },
+  diffuse: { run: diffuseCommand, usage: DIFFUSE_USAGE },
 };
 
 /** argv with `--model DEFAULT_MODEL` in front when it has no --model of its own. */
@@ -36,6 +38,7 @@ commands:
   serve      an OpenAI-compatible server (continuous batching, paged KV cache; same default model)
   bench      bench serve: benchmark a running server
   kernels    lock / download hub kernels (kernels.lock)
+  diffuse    generate an image with a diffusers pipeline (folder or Hub id) and write a PNG
 Run \`tsorch <command> --help\` for its options.`;
 
 async function main(argv: string[]): Promise<number> {

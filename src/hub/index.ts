@@ -7,3 +7,4 @@ export { resolveModel, type ResolveOptions } from "./resolve.js";
 export { hubCacheDir } from "./cache.js";
 export { parseSafetensors, parseWeightMap } from "./safetensors_format.js";
 export { modelSource, setModelSource, type ModelSource, type SourceOptions, type DownloadProgress } from "./source.js";
+export { resolvePipeline, pipelineComponents, MODEL_INDEX_FILE, COMPONENT_WEIGHT_FILES } from "./pipeline.js";

@@ -4,7 +4,7 @@ import { homedir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { HubApiError } from "@huggingface/hub";
 import { cachedCommit, hubCacheDir, repoCacheFolder, snapshotFolder } from "./cache.js";
-import { downloadModel } from "./download.js";
+import { downloadModel, type DownloadOptions } from "./download.js";
 import { HubError } from "./errors.js";
 import { isHubId } from "./hub_id.js";
 import { readWeightMap, SAFETENSORS_FILE, SAFETENSORS_INDEX_FILE } from "./safetensors.js";
@@ -38,7 +38,7 @@ export interface ResolveOptions {
  * could not be reached: <cause>", "no response from <url> within N s (HF_HUB_ETAG_TIMEOUT)",
  * "downloading <file> of model X failed at byte B of N …", or when offline and not cached.
  */
-export async function resolveModel(idOrPath: string, opts: ResolveOptions = {}): Promise<string> {
+export async function resolveModel(idOrPath: string, opts: ResolveOptions = {}, kind: RepoKind = MODEL_REPO): Promise<string> {
   const path = idOrPath === "~" || idOrPath.startsWith("~/") ? homedir() + idOrPath.slice(1) : idOrPath;
   if (existsSync(path)) {
     if (!statSync(path).isDirectory()) throw new HubError(`not a model folder: ${idOrPath} is a file`);
@@ -57,7 +57,7 @@ export async function resolveModel(idOrPath: string, opts: ResolveOptions = {}):
   const cacheDir = opts.cacheDir ?? hubCacheDir();
   const repoFolder = repoCacheFolder(cacheDir, id);
   const commit = cachedCommit(repoFolder, revision);
-  if (commit !== undefined && await hasModelFiles(snapshotFolder(repoFolder, commit))) return snapshotFolder(repoFolder, commit);
+  if (commit !== undefined && await kind.complete(snapshotFolder(repoFolder, commit))) return snapshotFolder(repoFolder, commit);
   const notCached = `model ${id}${revision === "main" ? "" : ` (revision ${revision})`} is not in the Hugging Face cache (${cacheDir})`;
   if (/^(1|on|yes|true)$/i.test(process.env.HF_HUB_OFFLINE ?? "")) {
     throw new HubError(`${notCached} and HF_HUB_OFFLINE is set`);
@@ -74,7 +74,7 @@ export async function resolveModel(idOrPath: string, opts: ResolveOptions = {}):
     }
   };
   try {
-    return await downloadModel(id, {
+    return await kind.download(id, {
       revision, cacheDir, endpoint, fetch: hubFetch, timeouts: hubTimeouts(),
       accessToken: opts.accessToken ?? (process.env.HF_TOKEN || undefined),
       progress: opts.progress !== false,
@@ -92,6 +92,15 @@ export async function resolveModel(idOrPath: string, opts: ResolveOptions = {}):
     throw new HubError(`downloading model ${where} from ${endpoint} failed: ${describeCause(e)}`, { cause: e });
   }
 }
+
+/** How a kind of repository is recognised complete in the cache and downloaded (a model; a diffusers pipeline). */
+export interface RepoKind {
+  complete(snapshot: string): Promise<boolean>;
+  download(repoId: string, o: DownloadOptions): Promise<string>;
+}
+
+/** A transformers model repository: config.json and safetensors weights at the top. */
+export const MODEL_REPO: RepoKind = { complete: hasModelFiles, download: downloadModel };
 
 /** Whether `snapshot` holds config.json and complete safetensors weights. */
 async function hasModelFiles(snapshot: string): Promise<boolean> {

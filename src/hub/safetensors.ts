@@ -18,7 +18,7 @@ import { native } from "../devices/cpu/native.js";
 import { readJsonObject } from "./config.js";
 import { CheckpointError } from "./errors.js";
 import {
-  assembleShards, elementSize, parseWeightMap, SAFETENSORS_FILE, SAFETENSORS_INDEX_FILE, type RawTensor,
+  assembleShards, elementSize, parseWeightMap, SAFETENSORS_FILE, type RawTensor,
 } from "./safetensors_format.js";
 import { headerLength, parseHeader, type HeaderEntry } from "./safetensors_header.js";
 
@@ -120,12 +120,13 @@ function readExactly(fd: number, file: string, offset: number, nbytes: number): 
 
 /**
  * Read the tensors of the checkpoint in `dir`: the shards listed by model.safetensors.index.json
- * (its weight_map; result in weight_map order) if present, else model.safetensors.
+ * (its weight_map; result in weight_map order) if present, else model.safetensors (`file` and
+ * `indexFile` name others, e.g. diffusers' diffusion_pytorch_model.safetensors).
  * Throws CheckpointError when neither file exists (saying what was looked for), a shard file is
  * missing, a shard lacks a tensor the index assigns to it, or any file is malformed.
  */
-export async function loadCheckpoint(dir: string): Promise<Map<string, RawTensor>> {
-  const index = join(dir, SAFETENSORS_INDEX_FILE);
+export async function loadCheckpoint(dir: string, file = SAFETENSORS_FILE, indexFile = `${file}.index.json`): Promise<Map<string, RawTensor>> {
+  const index = join(dir, indexFile);
   if (existsSync(index)) {
     const weightMap = await readWeightMap(index);
     const shards = new Map<string, Map<string, RawTensor>>();
@@ -136,9 +137,9 @@ export async function loadCheckpoint(dir: string): Promise<Map<string, RawTensor
     }
     return assembleShards(weightMap, shards, index);
   }
-  const single = join(dir, SAFETENSORS_FILE);
+  const single = join(dir, file);
   if (existsSync(single)) return readSafetensors(single);
-  throw new CheckpointError(`no safetensors checkpoint in ${dir}: looked for ${SAFETENSORS_FILE} and ${SAFETENSORS_INDEX_FILE}`);
+  throw new CheckpointError(`no safetensors checkpoint in ${dir}: looked for ${file} and ${indexFile}`);
 }
 
 /** The weight_map of a model.safetensors.index.json: tensor name → shard file name. Throws CheckpointError. */

@@ -97,42 +97,7 @@ export abstract class PreTrainedModel extends Module {
    * Throws WeightLoadError naming missing keys, unexpected keys and shape mismatches.
    */
   loadWeights(weights: Map<string, RawTensor>, device: Device, dtype?: DType): void {
-    weights = applyCheckpointLayout(weights, this.checkpointLayout(), this.constructor.name);
-    const params = new Map(this.namedParameters());
-    const tied = this.tiedWeights();
-    const ignored = this.ignoredKeys();
-    const missing = [...params.keys()].filter((n) => !weights.has(n) && !(tied[n] && weights.has(tied[n])));
-    const unexpected = [...weights.keys()].filter((n) => !params.has(n) && !ignored.some((r) => r.test(n)));
-    // Both lists in one message: a renamed tensor shows up as one missing and one unexpected name.
-    const problems = [
-      missing.length ? `is missing ${missing.length} weight(s) of ${this.constructor.name}: ${listNames(missing)}` : "",
-      unexpected.length ? `has ${unexpected.length} unexpected weight(s) for ${this.constructor.name}: ${listNames(unexpected)}` : "",
-    ].filter(Boolean);
-    if (problems.length) throw new WeightLoadError(`checkpoint ${problems.join("; and ")}`);
-    const loaded = new Map<string, Tensor>();
-    for (const [name, p] of params) {
-      const raw = weights.get(name) ?? weights.get(tied[name])!;
-      const key = weights.has(name) ? name : tied[name];
-      let t = loaded.get(key);
-      if (!t) {
-        if (p.dtype) {
-          // A fixed-dtype parameter: as stored, or converted between floating dtypes.
-          const convertible = raw.dtype !== "uint8" && isFloating(raw.dtype) && isFloating(p.dtype);
-          if (raw.dtype !== p.dtype && !convertible) throw new WeightLoadError(`weight '${key}' is stored as ${raw.dtype}; ${this.constructor.name} expects ${p.dtype}`);
-          t = fromBytes(raw.bytes, raw.dtype as DType, raw.shape, "cpu").to(device, p.dtype);
-        } else {
-          if (raw.dtype === "uint8" || !isFloating(raw.dtype)) throw new WeightLoadError(`weight '${key}' is stored as ${raw.dtype}; ${this.constructor.name} expects a floating dtype (float32, float16 or bfloat16)`);
-          t = fromBytes(raw.bytes, raw.dtype, raw.shape, "cpu").to(device, dtype ?? raw.dtype);
-        }
-        loaded.set(key, t);
-      }
-      try {
-        p.set(t);
-      } catch (e) {
-        if (e instanceof ShapeMismatchError) throw new WeightLoadError(`shape mismatch for weight '${name}': checkpoint has [${raw.shape}], ${this.constructor.name} expects [${p.shape}] (from config.json)`);
-        throw e;
-      }
-    }
+    loadModuleWeights(this, applyCheckpointLayout(weights, this.checkpointLayout(), this.constructor.name), device, dtype, this.tiedWeights(), this.ignoredKeys());
     this.device = device;
   }
 
@@ -201,6 +166,50 @@ export abstract class PreTrainedModel extends Module {
       cache: null,
     });
   }
+}
+
+/**
+ * Load `weights` (name -> raw checkpoint tensor) into the parameters of `module` (any Module whose
+ * dotted parameter names equal the checkpoint's): each floating tensor is converted to `dtype`
+ * (undefined keeps the stored dtype) and placed on `device`. `tied` maps a parameter to the
+ * checkpoint tensor it shares when its own is absent; `ignored` keys are skipped.
+ * Throws WeightLoadError naming missing keys, unexpected keys and shape mismatches.
+ */
+export function loadModuleWeights(module: Module, weights: Map<string, RawTensor>, device: Device, dtype?: DType,
+  tied: Record<string, string> = {}, ignored: RegExp[] = []): void {
+    const params = new Map(module.namedParameters());
+    const missing = [...params.keys()].filter((n) => !weights.has(n) && !(tied[n] && weights.has(tied[n])));
+    const unexpected = [...weights.keys()].filter((n) => !params.has(n) && !ignored.some((r) => r.test(n)));
+    // Both lists in one message: a renamed tensor shows up as one missing and one unexpected name.
+    const problems = [
+      missing.length ? `is missing ${missing.length} weight(s) of ${module.constructor.name}: ${listNames(missing)}` : "",
+      unexpected.length ? `has ${unexpected.length} unexpected weight(s) for ${module.constructor.name}: ${listNames(unexpected)}` : "",
+    ].filter(Boolean);
+    if (problems.length) throw new WeightLoadError(`checkpoint ${problems.join("; and ")}`);
+    const loaded = new Map<string, Tensor>();
+    for (const [name, p] of params) {
+      const raw = weights.get(name) ?? weights.get(tied[name])!;
+      const key = weights.has(name) ? name : tied[name];
+      let t = loaded.get(key);
+      if (!t) {
+        if (p.dtype) {
+          // A fixed-dtype parameter: as stored, or converted between floating dtypes.
+          const convertible = raw.dtype !== "uint8" && isFloating(raw.dtype) && isFloating(p.dtype);
+          if (raw.dtype !== p.dtype && !convertible) throw new WeightLoadError(`weight '${key}' is stored as ${raw.dtype}; ${module.constructor.name} expects ${p.dtype}`);
+          t = fromBytes(raw.bytes, raw.dtype as DType, raw.shape, "cpu").to(device, p.dtype);
+        } else {
+          if (raw.dtype === "uint8" || !isFloating(raw.dtype)) throw new WeightLoadError(`weight '${key}' is stored as ${raw.dtype}; ${module.constructor.name} expects a floating dtype (float32, float16 or bfloat16)`);
+          t = fromBytes(raw.bytes, raw.dtype, raw.shape, "cpu").to(device, dtype ?? raw.dtype);
+        }
+        loaded.set(key, t);
+      }
+      try {
+        p.set(t);
+      } catch (e) {
+        if (e instanceof ShapeMismatchError) throw new WeightLoadError(`shape mismatch for weight '${name}': checkpoint has [${raw.shape}], ${module.constructor.name} expects [${p.shape}] (from config.json)`);
+        throw e;
+      }
+    }
 }
 
 /** transformers' position ids for (left-)padded input: cumsum(mask) - 1, with 1 at padding. */

@@ -16,6 +16,7 @@ import { AddedVocabulary } from "./added_vocabulary.js";
 import { postProcessor, type PostProcessor } from "./post_processor.js";
 import { preTokenizer, type PreTokenize } from "./pre_tokenizer.js";
 import { tokenizerClass } from "./tokenizer_class.js";
+import { clipTokenizerJson } from "./tokenizer_slow_clip.js";
 import { extraSpecialContents, isObject, legacyAddedTokensDecoder, mergeAddedTokens, namedSpecialContents, namedSpecialTokens } from "./tokenizer_config.js";
 import { rebuildsTokenizer, rewriteTokenizerJson } from "./tokenizer_rewrites.js";
 import { jsTokenizer, type JsTokenizer } from "./tokenizers_js.js";
@@ -175,12 +176,16 @@ export class PreTrainedTokenizer {
       const text = await source.readText(dir, file, opts);
       return text === undefined ? undefined : parseJsonObject(text, source.filePath(dir, file));
     };
-    const tokenizerJson = await optional("tokenizer.json");
+    const config = (await optional("tokenizer_config.json")) ?? {};
+    let tokenizerJson = await optional("tokenizer.json");
+    // A CLIP repo with only the slow files: build the tokenizer.json transformers converts them to.
+    const vocab = tokenizerJson || config.tokenizer_class !== "CLIPTokenizer" ? undefined : await optional("vocab.json");
+    const merges = vocab && await source.readText(dir, "merges.txt", opts);
+    if (vocab && merges !== undefined) tokenizerJson = clipTokenizerJson(vocab, merges, config, dir);
     if (!tokenizerJson) {
-      throw new Error(`${dir} has no tokenizer.json; tsorch loads tokenizers from tokenizer.json only (the "fast" format)`);
+      throw new Error(`${dir} has no tokenizer.json; tsorch loads tokenizers from tokenizer.json (the "fast" format), or CLIP's vocab.json + merges.txt`);
     }
     if (!isObject(tokenizerJson.model)) throw new Error(`${source.filePath(dir, "tokenizer.json")} is malformed: it has no "model" object`);
-    const config = (await optional("tokenizer_config.json")) ?? {};
     // As transformers: special_tokens_map.json is read only by configs without added_tokens_decoder.
     const specialTokensMap = config.added_tokens_decoder === undefined ? await optional("special_tokens_map.json") : undefined;
     const merged: JsonObject = { ...config, ...specialTokensMap };

@@ -1,6 +1,7 @@
 /**
- * The parts of @huggingface/tokenizers (tokenizers.js) that tsorch uses, typed, and the one place where its
- * output differs from the Rust `tokenizers` crate that transformers uses: the ByteFallback decoder.
+ * The parts of @huggingface/tokenizers (tokenizers.js) that tsorch uses, typed, and the places where its
+ * output differs from the Rust `tokenizers` crate that transformers uses: the ByteFallback decoder and the
+ * Precompiled normalizer (replaced by Rust-exact versions here).
  *
  * Only members that the package's own .d.ts files declare public are used: the Tokenizer's normalizer,
  * pre_tokenizer, model and decoder fields, token_to_id / id_to_token / decode, and the exported decoder classes.
@@ -9,6 +10,7 @@
  * behaving as they do in that version (test/tokenizer_fidelity.test.ts checks them against transformers).
  */
 import * as tokenizersJs from "@huggingface/tokenizers";
+import { PrecompiledCharsmap } from "./precompiled_normalizer.js";
 
 // The package's typings use extension-less relative imports, which NodeNext cannot resolve, so all its
 // exports type as `any`. These are the parts used here, as the package's own .d.ts files declare them.
@@ -27,10 +29,13 @@ export interface JsTokenizer {
   token_to_id(token: string): number | undefined;
   id_to_token(id: number): string | undefined;
 }
-const { Tokenizer, ByteFallbackDecoder, SequenceDecoder } = tokenizersJs as unknown as {
+type JsNormalizer = NonNullable<JsTokenizer["normalizer"]>;
+const { Tokenizer, ByteFallbackDecoder, SequenceDecoder, PrecompiledNormalizer, SequenceNormalizer } = tokenizersJs as unknown as {
   Tokenizer: new (tokenizerJson: object, config: object) => JsTokenizer;
   ByteFallbackDecoder: new (config: unknown) => JsDecoder & { text_decoder: TextDecoder };
   SequenceDecoder: new (config: unknown) => JsDecoder & { decoders: JsDecoder[] };
+  PrecompiledNormalizer: new (config: unknown) => JsNormalizer & { config: { precompiled_charsmap?: string | null } };
+  SequenceNormalizer: new (config: unknown) => JsNormalizer & { normalizers: (JsNormalizer | null)[] };
 };
 
 const STRICT_UTF8 = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true });
@@ -82,13 +87,41 @@ function useRustByteFallback(tokenizer: JsTokenizer): void {
 }
 
 /**
- * A tokenizers.js Tokenizer of a (rewritten) tokenizer.json with Rust-exact byte-fallback decoding.
+ * tokenizers.js' Precompiled normalizer ignores precompiled_charsmap and applies NFKC plus fixed
+ * character classes; this one runs the charsmap as the Rust crate does (precompiled_normalizer.ts).
+ * A Precompiled normalizer without a charsmap normalizes nothing, as in Rust.
+ */
+class RustPrecompiledNormalizer extends PrecompiledNormalizer {
+  private readonly charsmap: PrecompiledCharsmap | null;
+  constructor(config: { precompiled_charsmap?: string | null }) {
+    super(config);
+    this.charsmap = config.precompiled_charsmap ? PrecompiledCharsmap.fromBase64(config.precompiled_charsmap) : null;
+  }
+  override normalize(text: string): string {
+    return this.charsmap ? this.charsmap.normalize(text) : text;
+  }
+}
+
+/** Swaps tokenizers.js' Precompiled normalizers (alone or inside a Sequence) for the Rust-exact one. */
+function useRustPrecompiled(tokenizer: JsTokenizer): void {
+  const swap = (n: JsNormalizer | null): JsNormalizer | null => {
+    if (n instanceof PrecompiledNormalizer) return new RustPrecompiledNormalizer(n.config);
+    if (n instanceof SequenceNormalizer) n.normalizers = n.normalizers.map(swap);
+    return n;
+  };
+  tokenizer.normalizer = swap(tokenizer.normalizer);
+}
+
+/**
+ * A tokenizers.js Tokenizer of a (rewritten) tokenizer.json with Rust-exact byte-fallback decoding
+ * and Precompiled normalization.
  * Throws if the file uses a component tokenizers.js does not implement.
  * @param specialTokens contents of bos/eos/unk/pad (a Unigram model reads eos_token)
  */
 export function jsTokenizer(json: object, specialTokens: Record<string, string | undefined>): JsTokenizer {
   const tokenizer = new Tokenizer(json, { ...specialTokens, clean_up_tokenization_spaces: false });
   useRustByteFallback(tokenizer);
+  useRustPrecompiled(tokenizer);
   return tokenizer;
 }
 
