@@ -132,10 +132,28 @@ export function registerKernels(deviceType: string, table: Partial<KernelSignatu
   for (const [op, fn] of Object.entries(table)) registerKernel(op as OpName, deviceType, fn as never);
 }
 
+/**
+ * Sees every kernel call made through getKernel while installed (compile/'s tracer): it gets the
+ * op, the device type, the kernel and its arguments, and must run the kernel itself.
+ */
+export type KernelObserver = (op: OpName, deviceType: string, kernel: Function, args: unknown[]) => void;
+let observer: KernelObserver | null = null;
+
+/** Install (or with null remove) the kernel observer; returns the previous one. */
+export function setKernelObserver(o: KernelObserver | null): KernelObserver | null {
+  const prev = observer;
+  observer = o;
+  return prev;
+}
+
 /** Look up a kernel; throws "op X has no kernel on device Y". */
 export function getKernel<K extends OpName>(op: K, deviceType: string): KernelSignatures[K] {
   const fn = registry.get(`${op}/${deviceType}`);
   if (!fn) throw new Error(`op '${op}' has no kernel on device '${deviceType}'`);
+  if (observer) {
+    const seen = observer;
+    return ((...args: unknown[]) => seen(op, deviceType, fn, args)) as KernelSignatures[K];
+  }
   return fn as KernelSignatures[K];
 }
 
