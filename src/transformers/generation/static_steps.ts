@@ -14,6 +14,7 @@
  * - The cache capacity is a power of two too (prompt bucket + new tokens), so generations of
  *   similar lengths reuse the same decode graph.
  */
+import { compile } from "../../compile/index.js";
 import { fromBytes } from "../../tensor/creation.js";
 import type { DType } from "../../tensor/dtype.js";
 import { encode } from "../../tensor/host.js";
@@ -32,6 +33,9 @@ export type StepWrapper = (f: StaticStepFn) => StaticStepFn;
 
 /** Runs the steps op by op. */
 export const eagerSteps: StepWrapper = (f) => f;
+
+/** Compiles the steps (torch.compile): one graph per prompt bucket for prefill, one for decode. */
+export const compiledSteps: StepWrapper = (f) => compile(f, { name: "generate.step" });
 
 /** The smallest power of two >= max(n, MIN_BUCKET). */
 export function promptBucket(n: number): number {

@@ -15,7 +15,7 @@ import {
 } from "./configuration_utils.js";
 import { minPWarper, repetitionPenalty, temperatureWarper, topKWarper, topPWarper, type LogitsProcessor } from "./logits_process.js";
 import { Random } from "./rng.js";
-import { eagerSteps, StaticSteps } from "./static_steps.js";
+import { compiledSteps, eagerSteps, StaticSteps } from "./static_steps.js";
 import { StopStringCriteria } from "./stopping_criteria.js";
 
 const warned = new Set<string>();
@@ -32,7 +32,7 @@ function staticSteps(model: PreTrainedModel, compile: boolean | "eager" | undefi
     warned.add(why);
     return null;
   }
-  return new StaticSteps(model, prompts, steps, dtype, compile === "eager" ? eagerSteps : eagerSteps);
+  return new StaticSteps(model, prompts, steps, dtype, compile === "eager" ? eagerSteps : compiledSteps);
 }
 
 /**
