@@ -9,7 +9,11 @@
  * checkpoint's size), linear GFLOPS at 1024x1024x1024 (float32 and bfloat16 weights) and GEMV
  * bandwidth at 4096x1024 (bfloat16 weights). With --peer-python (a Python with torch and
  * transformers, e.g. from ../shared/tools/reference-venv.sh) it runs the same workload in PyTorch
- * in the same run (bench/peer.py) and prints the ratios tsorch / PyTorch. Prints JSON.
+ * in the same run (bench/peer.py) and prints the ratios tsorch / PyTorch. With --compile it also
+ * runs generate eagerly and compiled (generate({ compile: true }), static KV cache) in the same run,
+ * interleaved: prefill tokens/s (prompt 32, from time to first token) and decode tokens/s (200 new
+ * tokens, batch 1, greedy), each the best of 2, their ratios, whether the ids are equal, the
+ * first (compiling) call's seconds and the compiler's stats. Prints JSON.
  */
 import { execFileSync } from "node:child_process";
 import { existsSync, statSync } from "node:fs";
@@ -18,7 +22,7 @@ import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
 
 const PROMPT = 32, NEW_TOKENS = 64;
-const USAGE = "usage: npm run bench -- [--model DIR] [--device cpu|webgpu] [--threads N] [--peer-python PATH]";
+const USAGE = "usage: npm run bench -- [--model DIR] [--device cpu|webgpu] [--threads N] [--peer-python PATH] [--compile]";
 
 /** Print a one-line error and the usage, exit 2. */
 function usageError(message: string): never {
@@ -31,7 +35,7 @@ function parseFlags() {
   let values;
   try {
     ({ values } = parseArgs({
-      options: { model: { type: "string" }, device: { type: "string", default: "cpu" }, threads: { type: "string" }, "peer-python": { type: "string" } },
+      options: { model: { type: "string" }, device: { type: "string", default: "cpu" }, threads: { type: "string" }, "peer-python": { type: "string" }, compile: { type: "boolean" } },
     }));
   } catch (e) {
     usageError((e as Error).message.replace(/\s*\n\s*/g, " "));
@@ -40,6 +44,7 @@ function parseFlags() {
   if (values.threads !== undefined && !/^[1-9][0-9]*$/.test(values.threads)) usageError(`--threads expects a positive integer, got '${values.threads}'`);
   if (values.model !== undefined && !(existsSync(values.model) && statSync(values.model).isDirectory())) usageError(`--model: no such folder: ${values.model}`);
   if (values["peer-python"] !== undefined && values.model === undefined) usageError("--peer-python needs --model");
+  if (values.compile && values.model === undefined) usageError("--compile needs --model");
   return { ...values, device: values.device as string };
 }
 
@@ -100,13 +105,49 @@ async function modelBench(dir: string, device: string) {
   const prefill = PROMPT / ((performance.now() - t0) / 1000);
   const b1 = await decode(1);
   const b8 = await decode(8);
+  const compiled = values.compile ? { compile: await compiledAgainstEager(model, vocab) } : {};
   return {
+    ...compiled,
     prefill_tokens_per_s: prefill,
     decode_tokens_per_s_batch1: b1.rate,
     decode_tokens_per_s_batch8: b8.rate,
     time_to_first_token_s: b1.ttft,
     load_peak_rss_bytes: loadPeakRss,
     peak_rss_bytes: process.resourceUsage().maxRSS * 1024,
+  };
+}
+
+/** generate eagerly and compiled, interleaved in one run (see the file comment). */
+async function compiledAgainstEager(model: Awaited<ReturnType<typeof AutoModelForCausalLM.fromPretrained>>, vocab: number) {
+  const NEW = 200, ids = randomIds(PROMPT, vocab, 11);
+  const run = async (compile: boolean) => {
+    const t0 = performance.now();
+    let first = 0, steps = 0;
+    const out: number[] = [];
+    for await (const [t] of model.generateStream(ids, { maxNewTokens: NEW, doSample: false, eosTokenId: [], compile })) {
+      if (steps++ === 0) first = performance.now();
+      out.push(t);
+    }
+    const end = performance.now();
+    return { prefill: PROMPT / ((first - t0) / 1000), decode: (steps - 1) / ((end - first) / 1000), seconds: (end - t0) / 1000, out };
+  };
+  tsorch.compiler.reset();
+  const firstCall = await run(true); // compiles the prompt bucket's and the decode graph
+  const eager: Awaited<ReturnType<typeof run>>[] = [], compiled: typeof eager = [];
+  for (let rep = 0; rep < 2; rep++) {
+    eager.push(await run(false));
+    compiled.push(await run(true));
+  }
+  const best = (rs: typeof eager, k: "prefill" | "decode") => Math.max(...rs.map((r) => r[k]));
+  const e = { prefill_tokens_per_s: best(eager, "prefill"), decode_tokens_per_s: best(eager, "decode") };
+  const c = { prefill_tokens_per_s: best(compiled, "prefill"), decode_tokens_per_s: best(compiled, "decode") };
+  return {
+    new_tokens: NEW, eager: e, compiled: c,
+    speedup_prefill: c.prefill_tokens_per_s / e.prefill_tokens_per_s,
+    speedup_decode: c.decode_tokens_per_s / e.decode_tokens_per_s,
+    greedy_ids_equal: [firstCall, ...compiled].every((r) => r.out.join() === eager[0].out.join()),
+    first_compiled_call_s: firstCall.seconds,
+    stats: tsorch.compiler.stats(),
   };
 }
 

@@ -187,6 +187,21 @@ export abstract class PreTrainedModel extends Module {
     return generateStream(this, this.generationConfig, batch, opts);
   }
 
+  /** generate()'s `compile` when a call does not set it (set by compile()). */
+  compileGeneration: boolean | "eager" = false;
+
+  /**
+   * Make generate() and generateStream() run prefill and decode compiled on a static KV cache
+   * (GenerationOptions.compile, for calls that do not set it); graphs are built on first use.
+   * Throws naming the reason when the model has no static decode step (e.g. linear attention).
+   */
+  async compile(): Promise<this> {
+    const why = this.staticStepUnsupported();
+    if (why) throw new Error(`compile: ${why}; generate eagerly instead`);
+    this.compileGeneration = true;
+    return this;
+  }
+
   /** Throw a RangeError naming the first id that is not an integer in [0, vocab_size). */
   checkIds(ids: number[][]): void {
     const vocab = typeof this.config.vocab_size === "number" ? this.config.vocab_size : Infinity;

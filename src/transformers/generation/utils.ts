@@ -97,7 +97,7 @@ async function* decode(model: PreTrainedModel, s: GenerationConfig, inputIds: nu
   const seqs = inputIds.map((r) => [...r]);
   const padding = mask.map((r) => r.indexOf(1));
   const seen = mask.map((r) => r.reduce((a, m) => a + (m ? 1 : 0), 0));
-  const statics = staticSteps(model, o.compile, inputIds.map((r, b) => r.slice(padding[b])), steps, dtype);
+  const statics = staticSteps(model, o.compile ?? model.compileGeneration, inputIds.map((r, b) => r.slice(padding[b])), steps, dtype);
   let cache = statics ? null : newCache();
 
   const prefill = (ids: number[][]) => model.forward({
