@@ -27,6 +27,7 @@ test("bench: bad flags are one-line usage errors (exit 2) before anything runs",
     [["--device", "tpu"], /--device must be cpu or webgpu, got 'tpu'/],
     [["--model", "/nonexistent/bench-model"], /--model: no such folder: \/nonexistent\/bench-model/],
     [["--peer-python", "python3"], /--peer-python needs --model/],
+    [["--compile"], /--compile needs --model/],
     [["--treads", "2"], /Unknown option '--treads'/],
   ];
   for (const [args, pattern] of cases) {

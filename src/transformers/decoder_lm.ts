@@ -162,7 +162,7 @@ export class DecoderLM<C extends DecoderLMConfig, L extends DecoderLayer> extend
       x = tidy(() => layer.forward(input, cos, sin, mask, cache?.layers[i] ?? null));
     });
     const [B, L, H] = x.shape;
-    if (logitsRows) x = embedding(logitsRows, x.reshape(B * L, H)); // [B, 1, H]: each row's chosen position
+    if (logitsRows && L > 1) x = embedding(logitsRows, x.reshape(B * L, H)); // [B, 1, H]: each row's chosen position
     else if (logitsToKeep > 0 && logitsToKeep < L) x = x.narrow(1, L - logitsToKeep, logitsToKeep);
     return this.finalLogits(this.lm_head.forward(this.model.norm.forward(x)));
   }

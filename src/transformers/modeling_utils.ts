@@ -37,7 +37,7 @@ export interface CausalLMInputs {
   positions?: Tensor;
   /**
    * Graph-ready step: int32 [B, 1] flat indices into the B * L positions whose logits to compute
-   * (a right-padded prompt's last real token per row); the result is [B, 1, vocab].
+   * (a right-padded prompt's last real token per row); the result is [B, 1, vocab]. With L = 1 every row is chosen.
    */
   logitsRows?: Tensor;
 }
