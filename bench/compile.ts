@@ -56,7 +56,7 @@ async function measure(device: string) {
     const a = await torch.tidy(() => eager(ids, cos, sin)).data(), b = await torch.tidy(() => compiled(ids, cos, sin)).data();
     let diff = 0;
     for (let i = 0; i < a.length; i++) diff = Math.max(diff, Math.abs(Number(a[i]) - Number(b[i])));
-    for (let i = 0; i < 3; i++) { await run(eager); await run(compiled); }
+    for (let i = 0; i < 5; i++) { await run(eager); await run(compiled); }
     const te: number[] = [], tc: number[] = [];
     for (let i = 0; i < ITERS; i++) { te.push(await run(eager)); tc.push(await run(compiled)); }
     rows.push({ device, tokens: L, eagerMs: +median(te).toFixed(3), compiledMs: +median(tc).toFixed(3), speedup: +(median(te) / median(tc)).toFixed(2), maxAbsDiff: diff });

@@ -45,6 +45,22 @@ function mixed(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor): { y: torch.Te
   return { y, s: torch.sum(h.sub(1), -1, true) };
 }
 
+/** Run `f` with TSORCH_LOGS=graph and return what compile logged. */
+function graphLog(f: () => void): string {
+  const logged: string[] = [];
+  const original = console.error, before = process.env.TSORCH_LOGS;
+  process.env.TSORCH_LOGS = "graph";
+  console.error = (...a: unknown[]) => { logged.push(a.join(" ")); };
+  try {
+    f();
+  } finally {
+    console.error = original;
+    if (before === undefined) delete process.env.TSORCH_LOGS;
+    else process.env.TSORCH_LOGS = before;
+  }
+  return logged.join("\n");
+}
+
 async function functionsMatchEager(device: Device | string, tol: number): Promise<void> {
   torch.compiler.reset();
   const f = torch.compile(mixed);
@@ -58,10 +74,23 @@ async function functionsMatchEager(device: Device | string, tol: number): Promis
   assert.equal(st.compiles, 2, "[3, 8] and [5, 8] each compile once");
   assert.equal(st.cacheHits, 2, "the second and fourth [3, 8] calls replay");
   assert.equal(st.graphBreaks, 0);
+
+  const gated = torch.compile(function gated(g: torch.Tensor, u: torch.Tensor, r: torch.Tensor) { return torch.silu(g).mul(u).add(r).mul(0.5); });
+  const [g, u, r] = [rand([4, 16], 1, device), rand([4, 16], 2, device), rand([16], 3, device)];
+  assert.match(graphLog(() => gated(g, u, r)), /gated: 1 kernel calls \(0 dead removed, 3 fused away\)/, "the chain is one fused kernel");
+  const [g2, u2] = [rand([4, 16], 4, device), rand([4, 16], 5, device)];
+  await close(gated(g2, u2, r), torch.silu(g2).mul(u2).add(r).mul(0.5), tol, "fused silu(g) * u + r, replayed");
 }
 
-test("compile: a function equals eager on cpu (new values and shapes; replays from the cache)", async () => {
+test("compile: a function equals eager on cpu (new values and shapes; replays from the cache; a fused chain)", async () => {
   await functionsMatchEager("cpu", 1e-5);
+});
+
+test("compile: the cpu fused kernel refuses a malformed chain with a clear error", () => {
+  const fused = torch.getKernel("fusedElementwise", "cpu");
+  const x = rand([4], 1), out = torch.zeros([4]);
+  assert.throws(() => fused([{ op: "add", args: [{ input: 0 }, { step: 0 }] }], [x], out), /fusedElementwise: step 0 is malformed/);
+  assert.throws(() => fused([{ op: "exp", args: [{ input: 1 }] }], [x], out), /fusedElementwise: step 0 is malformed/);
 });
 
 test("compile: stats prove reuse, and a dtype change recompiles with its failed guard logged", async () => {
@@ -158,21 +187,11 @@ test("compile: dead code is removed and a replay allocates only its outputs", as
   const f = torch.compile(function chain(x: torch.Tensor) {
     void torch.exp(x).mul(3); // never used
     let h = x;
-    for (let i = 0; i < 6; i++) h = torch.tanh(h).add(0.5);
+    for (let i = 0; i < 6; i++) h = torch.softmax(h, -1);
     return h;
   });
-  const logged: string[] = [];
-  const original = console.error, before = process.env.TSORCH_LOGS;
-  process.env.TSORCH_LOGS = "graph";
-  console.error = (...a: unknown[]) => { logged.push(a.join(" ")); };
-  try {
-    f(rand([64], 1));
-  } finally {
-    console.error = original;
-    if (before === undefined) delete process.env.TSORCH_LOGS;
-    else process.env.TSORCH_LOGS = before;
-  }
-  assert.match(logged.join("\n"), /chain: 12 kernel calls \(2 dead removed\), intermediates 2816 -> 512 bytes/);
+  // Five 256-byte intermediates, each live from one softmax to the next: two buffers serve them all.
+  assert.match(graphLog(() => f(rand([64], 1))), /chain: 6 kernel calls \(2 dead removed, 0 fused away\), intermediates 1280 -> 512 bytes/);
   const x = rand([64], 2);
   const allocate = dev.allocate.bind(dev);
   let allocations = 0;
@@ -185,7 +204,7 @@ test("compile: dead code is removed and a replay allocates only its outputs", as
   }
   assert.equal(allocations, 1, "only the returned tensor is allocated");
   let h = x;
-  for (let i = 0; i < 6; i++) h = torch.tanh(h).add(0.5);
+  for (let i = 0; i < 6; i++) h = torch.softmax(h, -1);
   await close(y, h, 0, "chain");
 });
 
@@ -241,7 +260,7 @@ async function storiesForward(t: TestContext, device: string, tol: number, hfTol
 
 test("compile: stories260K forward on cpu equals eager within 1e-5", (t) => storiesForward(t, "cpu", 1e-5, 1e-4));
 
-test("compile: on webgpu, functions within 1e-4 and the stories260K forward within 1e-4 of eager", async (t) => {
+test("compile: on webgpu, functions within 1e-4 (elementwise chains fused) and the stories260K forward within 1e-4 of eager", async (t) => {
   const dev = await webgpuOrSkip(t);
   if (!dev) return;
   await functionsMatchEager(dev, 1e-4);

@@ -11,7 +11,9 @@ import { track } from "../tensor/scope.js";
 import { Tensor } from "../tensor/tensor.js";
 import { isView, type Capture } from "./capture.js";
 import type { Leaf } from "./guards.js";
+import { registeredOps } from "../devices/kernels.js";
 import { eliminateDeadCode } from "./passes/dce.js";
+import { fuseElementwise } from "./passes/fusion.js";
 import { planMemory } from "./passes/memory_plan.js";
 
 /** Where a returned tensor's storage comes from on each replay. */
@@ -26,6 +28,8 @@ type Template =
 export interface GraphInfo {
   readonly nodes: number;
   readonly deadNodes: number;
+  /** Kernel calls saved by fusing elementwise chains. */
+  readonly fusedNodes: number;
   readonly plannedBytes: number;
   readonly capturedBytes: number;
 }
@@ -59,9 +63,13 @@ export class GraphProgram {
     this.slotCount = placeholders.length;
 
     const temporary = new Set([...cap.allocated].filter((s) => !slots.has(s)));
-    const kept = eliminateDeadCode(cap.nodes, outputs, temporary);
+    const live = eliminateDeadCode(cap.nodes, outputs, temporary);
+    const kept = registeredOps(device.type).includes("fusedElementwise") ? fuseElementwise(live, outputs, temporary) : live;
     const plan = planMemory(kept, temporary, device);
-    this.info = { nodes: kept.length, deadNodes: cap.nodes.length - kept.length, plannedBytes: plan.plannedBytes, capturedBytes: plan.capturedBytes };
+    this.info = {
+      nodes: kept.length, deadNodes: cap.nodes.length - live.length, fusedNodes: live.length - kept.length,
+      plannedBytes: plan.plannedBytes, capturedBytes: plan.capturedBytes,
+    };
 
     const slotViews: SlotView[] = [];
     const mapArg = (v: unknown): unknown => {

@@ -58,7 +58,7 @@ export const record = {
     counters.graphBreakReasons.push(line);
     if (logging("graph_breaks")) console.error(`[tsorch.compile] Graph break in ${name}: ${reason} (this call and later calls with the same guards run eagerly)`);
   },
-  graph(name: string, info: { nodes: number; deadNodes: number; plannedBytes: number; capturedBytes: number }): void {
-    if (logging("graph")) console.error(`[tsorch.compile] ${name}: ${info.nodes} kernel calls (${info.deadNodes} dead removed), intermediates ${info.capturedBytes} -> ${info.plannedBytes} bytes`);
+  graph(name: string, info: { nodes: number; deadNodes: number; fusedNodes: number; plannedBytes: number; capturedBytes: number }): void {
+    if (logging("graph")) console.error(`[tsorch.compile] ${name}: ${info.nodes} kernel calls (${info.deadNodes} dead removed, ${info.fusedNodes} fused away), intermediates ${info.capturedBytes} -> ${info.plannedBytes} bytes`);
   },
 };

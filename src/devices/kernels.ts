@@ -35,6 +35,18 @@ export interface PagedAttentionParams {
   window: number;
 }
 
+/** An operand of a fused step: input `input` of the fused kernel, or the value of an earlier step. */
+export type FusedOperand = { readonly input: number } | { readonly step: number };
+
+/** One step of a fused elementwise chain (compile/'s fusion pass): a float32 op on operands. */
+export interface FusedStep {
+  readonly op: UnaryOp | BinaryOp;
+  readonly args: readonly FusedOperand[];
+}
+
+/** Binary ops a fused chain may contain (float32 in, float32 out). */
+export const FUSABLE_BINARY: ReadonlySet<BinaryOp> = new Set(["add", "sub", "mul", "div", "maximum", "minimum", "pow"]);
+
 /** The ops a device implements. `out` tensors are freshly allocated and contiguous unless noted. */
 export interface KernelSignatures {
   /** dst[i] = cast(src[i]) over src's shape; both may be strided views (dst is written in place). */
@@ -114,6 +126,11 @@ export interface KernelSignatures {
   sort(x: TensorView, values: TensorView, indices: TensorView, descending: boolean): void;
   /** Row-wise top-k (largest first) of contiguous float32 [..., n]; values and int64 indices. */
   topk(x: TensorView, k: number, values: TensorView, indices: TensorView): void;
+  /** A fused chain of float32 elementwise ops, one pass (made by compile/, never by the front-end):
+   * inputs float32 strided views broadcast to out's shape; per element, each step applies its unary
+   * op or FUSABLE_BINARY op to inputs or earlier steps' values; the last step's value goes to out
+   * (float32). Every step's value is used once, by a later step, except the last. */
+  fusedElementwise(steps: readonly FusedStep[], inputs: TensorView[], out: TensorView): void;
 }
 
 export type OpName = keyof KernelSignatures;
