@@ -3,7 +3,8 @@
  * sampling): prefill the prompt into a KV cache, then decode one token per step, applying the
  * logits processors, until every sequence hit an EOS id or a stop string, or its token budget
  * (see newTokenBudget). Batches are left-padded with an attention mask; finished rows continue
- * with the pad id. Each row's finish reason is recorded as it ends.
+ * with the pad id. Each row's finish reason is recorded as it ends. With `compile`, prefill and
+ * decode run as graph-ready steps on a static KV cache instead (static_steps.ts).
  */
 import { argmax } from "../../tensor/ops.js";
 import type { DType } from "../../tensor/dtype.js";
