@@ -3,7 +3,8 @@
  * greedy ids equal eager generation's and transformers' (stories260K, the llama and qwen3
  * fixtures on cpu; stories260K on webgpu), step logits within 1e-5 (cpu) / 1e-4 (webgpu) of eager
  * forwards, and the compiler's stats prove reuse: one graph per prompt bucket plus one decode
- * graph replayed for every later step, nothing new for a prompt in the same bucket.
+ * graph replayed for every later step, nothing new for a prompt in the same bucket, a recompile
+ * when a model parameter is replaced.
  */
 import assert from "node:assert/strict";
 import { execFile } from "node:child_process";
@@ -11,6 +12,7 @@ import * as path from "node:path";
 import { test } from "node:test";
 import { promisify } from "node:util";
 import { compiler } from "../src/compile/index.js";
+import { mul } from "../src/tensor/ops.js";
 import { AutoModelForCausalLM } from "../src/transformers/index.js";
 import { fixtureExpected } from "./helpers/fixture_checks.js";
 import { CLI, missing, STORIES, TINY } from "./helpers/shared.js";
@@ -46,6 +48,11 @@ test("stories260K compiled on cpu: eager's greedy ids, logits within 1e-5, one d
   s = compiler.stats();
   assert.equal(s.compiles, 3);
   assert.match(s.recompileReasons.at(-1)!, /shape mismatch, expected \[1,1\], got \[1,16\]/);
+  // A replaced parameter (here: the same values in a new tensor) recompiles instead of replaying stale weights.
+  const norm = [...model.namedParameters()].find(([n]) => n === "model.norm.weight")![1];
+  norm.set(mul(norm.value, 1));
+  assert.deepEqual(await model.generate(PROMPT, { ...GREEDY, maxNewTokens: 40, compile: true }), eager);
+  assert.ok(compiler.stats().recompileReasons.some((r) => /parameter 'model\.model\.norm\.weight' was replaced/.test(r)), compiler.stats().recompileReasons.join("; "));
   await checkStaticLogits(model, PROMPT, 1e-5, true);
 });
 

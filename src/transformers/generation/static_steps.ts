@@ -15,6 +15,7 @@
  *   similar lengths reuse the same decode graph.
  */
 import { compile } from "../../compile/index.js";
+import { Module } from "../../nn/module.js";
 import { fromBytes } from "../../tensor/creation.js";
 import type { DType } from "../../tensor/dtype.js";
 import { encode } from "../../tensor/host.js";
@@ -28,27 +29,38 @@ export const MIN_BUCKET = 8;
 /** The graph-ready step: logits [B, 1, vocab] of the rows chosen by `logitRows`. */
 export type StaticStepFn = (ids: Tensor, positions: Tensor, slots: Tensor, rows: Tensor, tables: Tensor, logitRows: Tensor, ...buffers: Tensor[]) => Tensor;
 
-/** How a step function runs: as written ("eager") or through a compiler (torch.compile). */
-export type StepWrapper = (f: StaticStepFn) => StaticStepFn;
+/** How a step runs: as written ("eager") or through a compiler (torch.compile). */
+export type StepWrapper = (step: StaticStep) => StaticStepFn;
 
 /** Runs the steps op by op. */
-export const eagerSteps: StepWrapper = (f) => f;
+export const eagerSteps: StepWrapper = (step) => step.forward;
 
-/** Compiles the steps (torch.compile): one graph per prompt bucket for prefill, one for decode. */
-export const compiledSteps: StepWrapper = (f) => compile(f, { name: "generate.step" });
+/**
+ * Compiles the steps (torch.compile of the step module, so replacing a model parameter
+ * recompiles): one graph per prompt bucket for prefill, one for decode.
+ */
+export const compiledSteps: StepWrapper = (step) => compile(step, { name: "generate.step" });
 
 /** The smallest power of two >= max(n, MIN_BUCKET). */
 export function promptBucket(n: number): number {
   return 2 ** Math.ceil(Math.log2(Math.max(n, MIN_BUCKET)));
 }
 
-/** The step function of `model` storing keys/values rounded to `dtype` (a pure function of its tensors). */
-function stepFunction(model: PreTrainedModel, dtype: DType): StaticStepFn {
-  return (ids, positions, slots, rows, tables, logitRows, ...buffers) => {
+/**
+ * The step of `model` as a module (its one child is the model), storing keys/values rounded to
+ * `dtype`: a pure function of its tensors and the model's parameters.
+ */
+export class StaticStep extends Module {
+  constructor(readonly model: PreTrainedModel, private readonly dtype: DType) {
+    super();
+    this.module("model", model);
+  }
+
+  forward: StaticStepFn = (ids, positions, slots, rows, tables, logitRows, ...buffers) => {
     const pools = Array.from({ length: buffers.length / 2 }, (_, i) => ({ keys: buffers[2 * i], values: buffers[2 * i + 1] }));
-    const cache = new StaticKVCache(pools, dtype);
+    const cache = new StaticKVCache(pools, this.dtype);
     cache.bind({ positions, slots, rows, tables });
-    return model.forward({ inputIds: ids, positionIds: [], attentionMask: null, cache, positions, logitsRows: logitRows });
+    return this.model.forward({ inputIds: ids, positionIds: [], attentionMask: null, cache, positions, logitsRows: logitRows });
   };
 }
 
@@ -61,7 +73,7 @@ function cachedStep(model: PreTrainedModel, wrap: StepWrapper, dtype: DType): St
   let byDtype = byWrap.get(wrap);
   if (!byDtype) byWrap.set(wrap, (byDtype = new Map()));
   let f = byDtype.get(dtype);
-  if (!f) byDtype.set(dtype, (f = wrap(stepFunction(model, dtype))));
+  if (!f) byDtype.set(dtype, (f = wrap(new StaticStep(model, dtype))));
   return f;
 }
 
