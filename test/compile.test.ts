@@ -86,6 +86,18 @@ test("compile: a function equals eager on cpu (new values and shapes; replays fr
   await functionsMatchEager("cpu", 1e-5);
 });
 
+test("compile: data-dependent kernels (mixture-of-experts routing) see each call's indices", async () => {
+  torch.compiler.reset();
+  const experts = [rand([4, 8], 1), rand([4, 8], 2), rand([4, 8], 3)];
+  const route = torch.compile(function route(x: torch.Tensor, idx: torch.Tensor) { return torch.relu(torch.gatherLinear(x, experts, idx)); });
+  const x = rand([3, 8], 4);
+  for (const ids of [[0, 1, 2], [2, 2, 0], [1, 0, 1]]) {
+    const idx = torch.tensor(ids.map(BigInt), { dtype: "int64" });
+    await close(route(x, idx), torch.relu(torch.gatherLinear(x, experts, idx)), 0, `experts ${ids}`);
+  }
+  assert.equal(torch.compiler.stats().cacheHits, 2);
+});
+
 test("compile: the cpu fused kernel refuses a malformed chain with a clear error", () => {
   const fused = torch.getKernel("fusedElementwise", "cpu");
   const x = rand([4], 1), out = torch.zeros([4]);
@@ -128,6 +140,12 @@ test("compile: stats prove reuse, and a dtype change recompiles with its failed 
   assert.match(st.recompileReasons.at(-1)!, /scaled: args\[0\]: dtype mismatch, expected float32, got float16/);
   assert.equal(logged.length, 1);
   assert.match(logged[0], /Recompiling function scaled[\s\S]*dtype mismatch, expected float32, got float16/);
+
+  const many = torch.compile(function many(v: torch.Tensor) { return v.add(1); });
+  for (let n = 1; n <= 66; n++) await close(many(torch.ones([n])), torch.full([n], 2), 0, `length ${n}`);
+  st = torch.compiler.stats();
+  assert.equal(st.compiles, 4 + 64, "one function keeps at most 64 graphs");
+  assert.match(st.recompileReasons.at(-1)!, /many: recompile limit \(64 graphs\) reached/);
 });
 
 test("compile: reading values or uploading host data breaks the graph; later calls stay correct (eager)", async () => {

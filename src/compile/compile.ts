@@ -16,7 +16,8 @@
  * closure are read in place (their current values, good for a KV cache) but a closure variable
  * re-pointed at a new tensor is not noticed; JS values computed inside from closure state are baked.
  *
- * Returned tensors are fresh storage on every replay (the only allocation a replay makes).
+ * Returned tensors are fresh storage on every replay (the only allocation a replay makes). One
+ * function keeps at most RECOMPILE_LIMIT graphs; further new guard keys run eagerly (logged once).
  */
 import type { Device } from "../devices/device.js";
 import { Module } from "../nn/module.js";
@@ -32,6 +33,10 @@ export interface CompileOptions {
 }
 
 type Entry = { leaves: Leaf[]; program: GraphProgram | null };
+
+/** Most graphs one compiled function keeps (PyTorch's recompile_limit, raised: prompt buckets
+ * plus the decode step must fit); calls with further new guard keys run eagerly. */
+export const RECOMPILE_LIMIT = 64;
 
 /** A module with a forward method; compile(module) compiles forward. */
 export interface Forward<F extends (...args: any[]) => any> extends Module {
@@ -62,18 +67,21 @@ export function compile<F extends (...args: any[]) => any>(target: F | Forward<F
   let latest: Entry | null = null;
   let watched = params();
   let generation = cacheGeneration();
+  let overLimit = false;
 
   const compiled = function (this: unknown, ...args: unknown[]): unknown {
     if (capturing()) return fn.apply(this, args);
     if (generation !== cacheGeneration()) {
       cache.clear();
       latest = null;
+      overLimit = false;
       generation = cacheGeneration();
     }
     const current = params();
     const replaced = changedParam(watched, current);
     if (replaced !== null) {
       cache.clear();
+      overLimit = false;
       watched = current;
       if (latest) record.recompile(name, `parameter ${replaced} was replaced by another tensor`);
       latest = null;
@@ -85,6 +93,11 @@ export function compile<F extends (...args: any[]) => any>(target: F | Forward<F
       if (!hit.program) return fn.apply(this, args);
       record.hit();
       return hit.program.run(leaves);
+    }
+    if (cache.size >= RECOMPILE_LIMIT) {
+      if (!overLimit) record.recompile(name, `recompile limit (${RECOMPILE_LIMIT} graphs) reached: calls with new guards run eagerly`);
+      overLimit = true;
+      return fn.apply(this, args);
     }
     if (latest && replaced === null) record.recompile(name, failedGuard(latest.leaves, leaves));
     record.compile();

@@ -62,10 +62,13 @@ export function flattenArgs(args: readonly unknown[]): Leaf[] {
   return leaves;
 }
 
-/** Arrays, plain objects and instances of user classes are walked; built-ins (Map, typed arrays, Promise…) are not. */
+/** Arrays, plain objects and instances of user classes are walked; built-ins (Map, typed arrays,
+ * Promise…), devices and storages are not. */
 function plain(v: object): boolean {
   if (Array.isArray(v)) return true;
-  if (ArrayBuffer.isView(v) || v instanceof Map || v instanceof Set || v instanceof Promise || v instanceof WeakMap) return false;
+  if (ArrayBuffer.isView(v) || v instanceof ArrayBuffer || v instanceof Map || v instanceof Set || v instanceof Promise || v instanceof WeakMap) return false;
+  const o = v as Record<string, unknown>;
+  if (typeof o.allocate === "function" || ("handle" in o && "nbytes" in o)) return false; // a Device or a Storage
   return true;
 }
 

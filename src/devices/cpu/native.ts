@@ -244,5 +244,21 @@ let cached: NativeCpu | undefined;
  * addon was not built) and ./addon_browser.ts in browsers (throws: use the webgpu device).
  */
 export function native(): NativeCpu {
-  return (cached ??= loadCpuAddon() as NativeCpu);
+  return recorder ?? (cached ??= loadCpuAddon() as NativeCpu);
+}
+
+let recorder: NativeCpu | null = null;
+
+/**
+ * Run `fn` with every addon call it makes through native() recorded instead of run: `record`
+ * gets the addon function and its arguments (./graph.ts records a compiled graph this way).
+ */
+export function recordNativeCalls(record: (fn: (...args: unknown[]) => unknown, args: unknown[]) => void, fn: () => void): void {
+  const addon = (cached ??= loadCpuAddon() as NativeCpu) as unknown as Record<string, (...args: unknown[]) => unknown>;
+  recorder = new Proxy({}, { get: (_t, name: string) => (...args: unknown[]) => record(addon[name], args) }) as NativeCpu;
+  try {
+    fn();
+  } finally {
+    recorder = null;
+  }
 }
