@@ -7,11 +7,11 @@
  */
 import type { Device, Storage } from "../devices/device.js";
 import { replayKernels, type GraphCall, type GraphExecutable, type SlotView } from "../devices/graph.js";
+import { registeredOps } from "../devices/kernels.js";
 import { track } from "../tensor/scope.js";
 import { Tensor } from "../tensor/tensor.js";
 import { isView, type Capture } from "./capture.js";
 import type { Leaf } from "./guards.js";
-import { registeredOps } from "../devices/kernels.js";
 import { eliminateDeadCode } from "./passes/dce.js";
 import { fuseElementwise } from "./passes/fusion.js";
 import { planMemory } from "./passes/memory_plan.js";
