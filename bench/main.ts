@@ -11,7 +11,11 @@
  * checkpoint's size), linear GFLOPS at 1024x1024x1024 (float32 and bfloat16 weights) and GEMV
  * bandwidth at 4096x1024 (bfloat16 weights). With --peer-python (a Python with torch and
  * transformers, e.g. from ../shared/tools/reference-venv.sh) it runs the same workload in PyTorch
- * in the same run (bench/peer.py) and prints the ratios tsorch / PyTorch. Prints JSON.
+ * in the same run (bench/peer.py) and prints the ratios tsorch / PyTorch. With --compile it instead
+ * runs generate eagerly and compiled (generate({ compile: true }), static KV cache) in the same run,
+ * interleaved: prefill tokens/s (prompt 32, from time to first token) and decode tokens/s (200 new
+ * tokens, batch 1, greedy), each the best of 2, their ratios, whether the ids are equal, the
+ * first (compiling) call's seconds and the compiler's stats. Prints JSON.
  */
 import { execFileSync } from "node:child_process";
 import { existsSync, statSync } from "node:fs";
@@ -19,8 +23,8 @@ import * as path from "node:path";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
 
-const PROMPT = 32, NEW_TOKENS = 64;
-const USAGE = "usage: npm run bench -- [--model DIR | --pipeline DIR [--steps N] [--sizes HxW,HxW]] [--device cpu|webgpu] [--threads N] [--peer-python PATH]";
+const PROMPT = 32, NEW_TOKENS = 64, COMPILE_NEW_TOKENS = 200;
+const USAGE = "usage: npm run bench -- [--model DIR | --pipeline DIR [--steps N] [--sizes HxW,HxW]] [--device cpu|webgpu] [--threads N] [--peer-python PATH] [--compile]";
 
 /** Print a one-line error and the usage, exit 2. */
 function usageError(message: string): never {
@@ -34,7 +38,7 @@ function parseFlags() {
   try {
     ({ values } = parseArgs({
       options: { model: { type: "string" }, device: { type: "string", default: "cpu" }, threads: { type: "string" }, "peer-python": { type: "string" }, pipeline: { type: "string" },
-        steps: { type: "string" }, sizes: { type: "string" } },
+        steps: { type: "string" }, sizes: { type: "string" }, compile: { type: "boolean" } },
     }));
   } catch (e) {
     usageError((e as Error).message.replace(/\s*\n\s*/g, " "));
@@ -48,6 +52,8 @@ function parseFlags() {
   if (values.steps !== undefined && !/^[1-9][0-9]*$/.test(values.steps)) usageError(`--steps expects a positive integer, got '${values.steps}'`);
   if (values.sizes !== undefined && !/^\d+x\d+(,\d+x\d+)*$/.test(values.sizes)) usageError(`--sizes expects HxW[,HxW...], got '${values.sizes}'`);
   if ((values.steps !== undefined || values.sizes !== undefined) && values.pipeline === undefined) usageError("--steps and --sizes need --pipeline");
+  if (values.compile && values.model === undefined && values.pipeline === undefined) usageError("--compile needs --model or --pipeline");
+  if (values.compile && values["peer-python"] !== undefined && values.model !== undefined) usageError("--compile and --peer-python measure different things; pass one");
   return { ...values, device: values.device as string };
 }
 
@@ -124,13 +130,54 @@ if (values.pipeline) {
   console.log(JSON.stringify({ device: values.device, threads, pipeline_dir: path.resolve(values.pipeline), ...(await pipelineBench(values.pipeline, values.device, threads, opts)) }, null, 2));
   process.exit(0);
 }
-const report: Record<string, unknown> = { device: values.device, threads, prompt: PROMPT, new_tokens: NEW_TOKENS };
-if (values.device !== "cpu") await tsorch.openDevice(values.device);
-if (values.model) {
-  report.model = path.resolve(values.model);
-  report.tsorch = await modelBench(values.model, values.device!);
+/** generate eagerly and compiled, interleaved in one run (see the file comment). */
+async function compiledAgainstEager(model: Awaited<ReturnType<typeof AutoModelForCausalLM.fromPretrained>>, vocab: number) {
+  const NEW = COMPILE_NEW_TOKENS, ids = randomIds(PROMPT, vocab, 11);
+  const run = async (compile: boolean, maxNewTokens = NEW) => {
+    const t0 = performance.now();
+    let first = 0, steps = 0;
+    const out: number[] = [];
+    for await (const [t] of model.generateStream(ids, { maxNewTokens, doSample: false, eosTokenId: [], compile })) {
+      if (steps++ === 0) first = performance.now();
+      out.push(t);
+    }
+    const end = performance.now();
+    return { prefill: PROMPT / ((first - t0) / 1000), decode: (steps - 1) / ((end - first) / 1000), seconds: (end - t0) / 1000, out };
+  };
+  tsorch.compiler.reset();
+  // The first call compiles the prompt bucket's graph and the decode graph (cache capacity 256, as for 200 tokens).
+  const firstCall = await run(true, NEW / 2);
+  const eager: Awaited<ReturnType<typeof run>>[] = [], compiled: typeof eager = [];
+  for (let rep = 0; rep < 2; rep++) {
+    eager.push(await run(false));
+    compiled.push(await run(true));
+  }
+  const best = (rs: typeof eager, k: "prefill" | "decode") => Math.max(...rs.map((r) => r[k]));
+  const e = { prefill_tokens_per_s: best(eager, "prefill"), decode_tokens_per_s: best(eager, "decode") };
+  const c = { prefill_tokens_per_s: best(compiled, "prefill"), decode_tokens_per_s: best(compiled, "decode") };
+  return {
+    eager: e, compiled: c,
+    speedup_prefill: c.prefill_tokens_per_s / e.prefill_tokens_per_s,
+    speedup_decode: c.decode_tokens_per_s / e.decode_tokens_per_s,
+    greedy_ids_equal: compiled.every((r) => r.out.join() === eager[0].out.join()) && eager[0].out.join().startsWith(firstCall.out.join()),
+    first_compiled_call_s: firstCall.seconds,
+    stats: tsorch.compiler.stats(),
+  };
 }
-report.tsorch = { ...(report.tsorch as object), ...(await kernels(values.device!)) };
+
+const report: Record<string, unknown> = { device: values.device, threads, prompt: PROMPT, new_tokens: values.compile ? COMPILE_NEW_TOKENS : NEW_TOKENS };
+if (values.device !== "cpu") await tsorch.openDevice(values.device);
+if (values.compile) {
+  report.model = path.resolve(values.model!);
+  const model = await AutoModelForCausalLM.fromPretrained(values.model!, { device: values.device });
+  report.tsorch = { compile: await compiledAgainstEager(model, (model.config.vocab_size as number) ?? 32000) };
+} else {
+  if (values.model) {
+    report.model = path.resolve(values.model);
+    report.tsorch = await modelBench(values.model, values.device!);
+  }
+  report.tsorch = { ...(report.tsorch as object), ...(await kernels(values.device!)) };
+}
 if (values["peer-python"]) {
   const peerScript = path.join(path.dirname(fileURLToPath(import.meta.url)), "../../bench/peer.py");
   const out = execFileSync(values["peer-python"], [peerScript, values.model!, String(threads), String(PROMPT), String(NEW_TOKENS)], { encoding: "utf8", stdio: ["ignore", "pipe", "inherit"] });
@@ -141,7 +188,7 @@ if (values["peer-python"]) {
     Object.keys(mine).filter((k) => typeof peer[k] === "number").map((k) => [k, mine[k] / peer[k]]),
   );
 }
-if (values.model) {
+if (values.model && !values.compile) {
   const { readdirSync } = await import("node:fs");
   const size = readdirSync(values.model).filter((f) => f.endsWith(".safetensors")).reduce((s, f) => s + statSync(path.join(values.model!, f)).size, 0);
   report.checkpoint_bytes = size;

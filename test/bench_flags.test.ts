@@ -29,6 +29,7 @@ test("bench: bad flags are one-line usage errors (exit 2) before anything runs",
     [["--peer-python", "python3"], /--peer-python needs --model or --pipeline/],
     [["--steps", "2"], /--steps and --sizes need --pipeline/],
     [["--pipeline", "/nonexistent/bench-pipeline"], /--pipeline: no such folder: \/nonexistent\/bench-pipeline/],
+    [["--compile"], /--compile needs --model or --pipeline/],
     [["--treads", "2"], /Unknown option '--treads'/],
   ];
   for (const [args, pattern] of cases) {

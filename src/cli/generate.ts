@@ -30,6 +30,7 @@ export const GENERATE_USAGE = `usage: tsorch generate --model DIR_OR_HUB_ID [--p
   --stop STRING        stop string (repeatable)
   --chat               apply the tokenizer's chat template to the prompt
   --cache static|dynamic
+  --compile            run prefill and decode compiled on a static KV cache (same output; README "Compiled generation")
   --device cpu|webgpu  --dtype float32|bfloat16|float16|int8|int4|auto
   --output text|json   json prints {"new_token_ids": [...], "text": "...", "finish_reason": "eos|stop_string|length"}
   --kernel LAYER=DIR_OR_REPO[@version]   swap a layer's forward for a hub kernel (repeatable; README "Kernels")
@@ -91,7 +92,7 @@ async function readStdin(): Promise<string> {
 const FLAGS: OptionLabels = {
   maxNewTokens: "--max-new-tokens", maxLength: "--max-length", doSample: "--do-sample", temperature: "--temperature",
   topK: "--top-k", topP: "--top-p", minP: "--min-p", repetitionPenalty: "--repetition-penalty", seed: "--seed",
-  stopStrings: "--stop", cacheImplementation: "--cache",
+  stopStrings: "--stop", cacheImplementation: "--cache", compile: "--compile",
 };
 
 /**
@@ -114,7 +115,7 @@ export async function generateCommand(argv: string[]): Promise<void> {
     prompt: { type: "string" }, "max-new-tokens": { type: "string" }, "max-length": { type: "string" }, "do-sample": { type: "boolean" },
     temperature: { type: "string" }, "top-k": { type: "string" }, "top-p": { type: "string" }, "min-p": { type: "string" },
     "repetition-penalty": { type: "string" }, seed: { type: "string" }, stop: { type: "string", multiple: true },
-    chat: { type: "boolean" }, cache: { type: "string" },
+    chat: { type: "boolean" }, cache: { type: "string" }, compile: { type: "boolean" },
   });
   const output = checkOutput(v.output);
   if (v.prompt !== undefined && v["input-ids"] !== undefined) throw new UsageError("pass either --prompt or --input-ids, not both");
@@ -130,6 +131,7 @@ export async function generateCommand(argv: string[]): Promise<void> {
     seed: numberFlag(v, "seed", true),
     stopStrings: v.stop as string[] | undefined,
     cacheImplementation: v.cache as "static" | "dynamic" | undefined,
+    compile: v.compile as boolean | undefined,
   };
   for (const key of Object.keys(flags) as (keyof GenerationOptions)[]) if (flags[key] === undefined) delete flags[key];
   const rowsById = typeof v["input-ids"] === "string" ? parseIdLists(v["input-ids"]) : undefined;

@@ -112,6 +112,9 @@ export class RotaryAttention extends Module {
     this.sinks = o.sinks ? this.param("sinks", [nq]) : null;
   }
 
+  /** The options this attention was built with (head counts and sizes, window, sinks). */
+  get options(): Readonly<RotaryAttentionOptions> { return this.o; }
+
   /** cos/sin [B, L, R] rotary tables; mask: additive padding mask or null; cache: this layer's KV cache. */
   forward(x: Tensor, cos: Tensor, sin: Tensor, mask: Tensor | null, cache: AttentionKVCache | null): Tensor {
     return tidy(() => this.attend(x, cos, sin, mask, cache));

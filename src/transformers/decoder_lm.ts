@@ -11,11 +11,13 @@
 import { Linear } from "../nn/layers.js";
 import { Module, ModuleList } from "../nn/module.js";
 import { ropeCosSin, type RopeTables } from "../nn/rotary.js";
-import { add } from "../tensor/ops.js";
-import { tidy } from "../tensor/scope.js";
+import { RotaryAttention } from "../nn/attention.js";
+import { add, embedding } from "../tensor/ops.js";
+import { keep, tidy } from "../tensor/scope.js";
 import type { Tensor } from "../tensor/tensor.js";
 import type { LayerKVCache } from "./cache_utils.js";
 import type { RawConfig } from "./configuration.js";
+import { StaticKVCache, type KVHeads } from "./static_kv_cache.js";
 import { PreTrainedModel, paddingMask, type CausalLMInputs } from "./modeling_utils.js";
 
 /** A decoder layer: x [B, L, hidden] -> [B, L, hidden], with rotary tables cos/sin [B, L, R]. */
@@ -102,11 +104,53 @@ export class DecoderLM<C extends DecoderLMConfig, L extends DecoderLayer> extend
     return logits;
   }
 
-  forward({ inputIds, positionIds, attentionMask, cache, logitsToKeep = 0 }: CausalLMInputs): Tensor {
+  override staticStepUnsupported(): string | null {
+    const name = this.constructor.name;
+    if (this.cacheRecomputeLength() !== undefined) return `${name} recomputes its KV cache during generation (LongRoPE)`;
+    for (const [i, layer] of this.model.layers.items.entries()) {
+      const attn = (layer as { self_attn?: unknown }).self_attn;
+      if (!(attn instanceof RotaryAttention)) return `${name}'s layer ${i} attention is not a rotary attention over a KV cache`;
+      if (attn.options.sinks) return `${name} uses attention sinks`;
+      const rope = this.ropeFor(i);
+      if (rope.dynamic || rope.long) return `${name} uses ${rope.dynamic ? "dynamic" : "longrope"} rotary scaling, whose tables depend on the sequence length`;
+    }
+    return null;
+  }
+
+  override kvHeads(): KVHeads[] {
+    return this.model.layers.items.map((layer) => {
+      const o = ((layer as unknown as { self_attn: RotaryAttention }).self_attn).options;
+      return { numKvHeads: o.numKvHeads, headDim: o.headDim };
+    });
+  }
+
+  /** Rotary tables of every position below `length`, [length, R], built once per length bucket. */
+  private readonly staticRope = new Map<RopeTables, { cos: Tensor; sin: Tensor }>();
+  override prepareStaticStep(length: number): void {
+    this.model.layers.items.forEach((_, i) => this.staticRopeTables(this.ropeFor(i), length));
+  }
+  private staticRopeTables(rope: RopeTables, length: number): { cos: Tensor; sin: Tensor } {
+    let t = this.staticRope.get(rope);
+    if (!t || t.cos.shape[0] < length || t.cos.device !== this.device) {
+      const { cos, sin } = ropeCosSin(rope, [Array.from({ length }, (_, i) => i)], this.device);
+      t = { cos: keep(cos.view(length, rope.dim)), sin: keep(sin.view(length, rope.dim)) };
+      this.staticRope.set(rope, t);
+    }
+    return t;
+  }
+
+  forward({ inputIds, positionIds, attentionMask, cache, logitsToKeep = 0, positions, logitsRows }: CausalLMInputs): Tensor {
+    if (positions && !(cache instanceof StaticKVCache)) throw new Error("forward: `positions` (a graph-ready step) needs a StaticKVCache");
     const tables = new Map<RopeTables, { cos: Tensor; sin: Tensor }>();
     const rotary = (layer: number) => {
       const rope = this.ropeFor(layer);
       let t = tables.get(rope);
+      if (!t && positions) {
+        // Gathered by the positions tensor, so the step depends on positions only through it.
+        const all = this.staticRopeTables(rope, (cache as StaticKVCache).capacity);
+        t = { cos: embedding(positions, all.cos), sin: embedding(positions, all.sin) };
+        tables.set(rope, t);
+      }
       if (!t) tables.set(rope, (t = ropeCosSin(rope, positionIds, this.device)));
       return t;
     };
@@ -117,8 +161,9 @@ export class DecoderLM<C extends DecoderLMConfig, L extends DecoderLayer> extend
       const input = x;
       x = tidy(() => layer.forward(input, cos, sin, mask, cache?.layers[i] ?? null));
     });
-    const L = x.shape[1];
-    if (logitsToKeep > 0 && logitsToKeep < L) x = x.narrow(1, L - logitsToKeep, logitsToKeep);
+    const [B, L, H] = x.shape;
+    if (logitsRows && L > 1) x = embedding(logitsRows, x.reshape(B * L, H)); // [B, 1, H]: each row's chosen position
+    else if (logitsToKeep > 0 && logitsToKeep < L) x = x.narrow(1, L - logitsToKeep, logitsToKeep);
     return this.finalLogits(this.lm_head.forward(this.model.norm.forward(x)));
   }
 }

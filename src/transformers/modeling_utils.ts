@@ -12,6 +12,7 @@ import { isFloating } from "../tensor/dtype.js";
 import { encode } from "../tensor/host.js";
 import { Tensor } from "../tensor/tensor.js";
 import type { KVCache } from "./cache_utils.js";
+import type { KVHeads } from "./static_kv_cache.js";
 import { applyCheckpointLayout, type CheckpointLayout } from "./checkpoint_layout.js";
 import type { RawConfig } from "./configuration.js";
 import type { FinishReason, GenerationOptions } from "./generation/configuration_utils.js";
@@ -29,6 +30,16 @@ export interface CausalLMInputs {
   cache: KVCache | null;
   /** Compute logits for only the last `logitsToKeep` positions (0 = all). */
   logitsToKeep?: number;
+  /**
+   * Graph-ready step (compiled generation, with a StaticKVCache): int32 positions [B, L] on the
+   * device, used for the rotary tables instead of `positionIds` (then ignored).
+   */
+  positions?: Tensor;
+  /**
+   * Graph-ready step: int32 [B, 1] flat indices into the B * L positions whose logits to compute
+   * (a right-padded prompt's last real token per row); the result is [B, 1, vocab]. With L = 1 every row is chosen.
+   */
+  logitsRows?: Tensor;
 }
 
 export class WeightLoadError extends Error {}
@@ -65,6 +76,15 @@ export abstract class PreTrainedModel extends Module {
    * sequence (Phi-3 LongRoPE at original_max_position_embeddings); undefined = never.
    */
   cacheRecomputeLength(): number | undefined { return undefined; }
+  /**
+   * Why this model has no graph-ready static decode step (CausalLMInputs.positions with a
+   * StaticKVCache), or null when it has one; compiled generation falls back to eager when not null.
+   */
+  staticStepUnsupported(): string | null { return `${this.constructor.name} has no static (graph-ready) decode step`; }
+  /** Key/value heads of every layer's KV cache, for a StaticKVCache (only when staticStepUnsupported() is null). */
+  kvHeads(): KVHeads[] { throw new Error(`${this.constructor.name} has no static KV cache layout`); }
+  /** Build what a graph-ready step of up to `length` positions reads besides its tensors (rotary tables), outside any trace. */
+  prepareStaticStep(_length: number): void {}
   /** Checkpoint keys that are not weights of this model and are skipped (e.g. rotary buffers). */
   protected ignoredKeys(): RegExp[] { return [/\.rotary_emb\.inv_freq$/]; }
   /** How the family's Hub files name their tensors (wrapper prefixes, skipped towers); null = as the module tree. */
@@ -130,6 +150,21 @@ export abstract class PreTrainedModel extends Module {
   generateStream(inputIds: number[] | number[][], opts: GenerationOptions = {}): GenerationStream {
     const batch = Array.isArray(inputIds[0]) ? (inputIds as number[][]) : [inputIds as number[]];
     return generateStream(this, this.generationConfig, batch, opts);
+  }
+
+  /** generate()'s `compile` when a call does not set it (set by compile()). */
+  compileGeneration: boolean | "eager" = false;
+
+  /**
+   * Make generate() and generateStream() run prefill and decode compiled on a static KV cache
+   * (GenerationOptions.compile, for calls that do not set it); graphs are built on first use.
+   * Throws naming the reason when the model has no static decode step (e.g. linear attention).
+   */
+  async compile(): Promise<this> {
+    const why = this.staticStepUnsupported();
+    if (why) throw new Error(`compile: ${why}; generate eagerly instead`);
+    this.compileGeneration = true;
+    return this;
   }
 
   /** Throw a RangeError naming the first id that is not an integer in [0, vocab_size). */

@@ -49,6 +49,12 @@ export interface GenerationOptions {
   cacheDtype?: "float32" | "float16" | "bfloat16";
   /** 1 = token, 0 = padding, for a left-padded batch [B][L]. */
   attentionMask?: number[][];
+  /**
+   * Run prefill and decode as graph-ready steps on a static KV cache (generation/static_steps.ts):
+   * true compiles them (torch.compile); "eager" runs the same steps op by op (torch.compile's
+   * backend="eager", for debugging). A model without such a step generates eagerly, saying why once.
+   */
+  compile?: boolean | "eager";
   /** generate() returns { sequences, finishReason } instead of the sequences (transformers' return_dict_in_generate). */
   returnDictInGenerate?: boolean;
 }
@@ -120,6 +126,7 @@ const SPECS: Record<keyof GenerationOptions, Spec> = {
   cacheImplementation: { gc: "cache_implementation", check: (v) => (v === "dynamic" || v === "static" ? undefined : "must be 'dynamic' or 'static'") },
   cacheDtype: { check: (v) => (v === "float32" || v === "float16" || v === "bfloat16" ? undefined : "must be 'float32', 'float16' or 'bfloat16'") },
   attentionMask: {},
+  compile: { check: (v) => (v === true || v === false || v === "eager" ? undefined : "must be true, false or 'eager'") },
   returnDictInGenerate: { check: bool },
 };
 

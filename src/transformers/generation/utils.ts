@@ -3,9 +3,11 @@
  * sampling): prefill the prompt into a KV cache, then decode one token per step, applying the
  * logits processors, until every sequence hit an EOS id or a stop string, or its token budget
  * (see newTokenBudget). Batches are left-padded with an attention mask; finished rows continue
- * with the pad id. Each row's finish reason is recorded as it ends.
+ * with the pad id. Each row's finish reason is recorded as it ends. With `compile`, prefill and
+ * decode run as graph-ready steps on a static KV cache instead (static_steps.ts).
  */
 import { argmax } from "../../tensor/ops.js";
+import type { DType } from "../../tensor/dtype.js";
 import { KVCache } from "../cache_utils.js";
 import { positionsFromMask, type PreTrainedModel } from "../modeling_utils.js";
 import {
@@ -14,7 +16,25 @@ import {
 } from "./configuration_utils.js";
 import { minPWarper, repetitionPenalty, temperatureWarper, topKWarper, topPWarper, type LogitsProcessor } from "./logits_process.js";
 import { Random } from "./rng.js";
+import { compiledSteps, eagerSteps, StaticSteps } from "./static_steps.js";
 import { StopStringCriteria } from "./stopping_criteria.js";
+
+const warned = new Set<string>();
+
+/**
+ * The graph-ready steps of a generation with `compile` set (see GenerationOptions.compile), or
+ * null for eager generation: when compile is off, or the model has no static step (said once per reason).
+ */
+function staticSteps(model: PreTrainedModel, compile: boolean | "eager" | undefined, prompts: number[][], steps: number, dtype: DType): StaticSteps | null {
+  if (!compile) return null;
+  const why = model.staticStepUnsupported();
+  if (why) {
+    if (!warned.has(why)) console.warn(`compile: ${why}; generating eagerly`);
+    warned.add(why);
+    return null;
+  }
+  return new StaticSteps(model, prompts, steps, dtype, compile === "eager" ? eagerSteps : compiledSteps);
+}
 
 /**
  * The steps of one generation: yields, per step, the new token of every row (the pad id for rows
@@ -71,18 +91,20 @@ async function* decode(model: PreTrainedModel, s: GenerationConfig, inputIds: nu
   const procs = processors(s);
   const rng = new Random(o.seed);
   const stops = s.stopStrings.length ? new StopStringCriteria(o.tokenizer!, s.stopStrings) : undefined;
+  const dtype = o.cacheDtype ?? model.dtype;
   // The cache holds the prompt and every new token but the last (which is never fed back).
-  const newCache = () => new KVCache(model.numLayers, s.cacheImplementation, L + steps - 1, o.cacheDtype ?? model.dtype);
-  let cache = newCache();
+  const newCache = () => new KVCache(model.numLayers, s.cacheImplementation, L + steps - 1, dtype);
   const recomputeAt = model.cacheRecomputeLength();
   const seqs = inputIds.map((r) => [...r]);
   const padding = mask.map((r) => r.indexOf(1));
   const seen = mask.map((r) => r.reduce((a, m) => a + (m ? 1 : 0), 0));
+  const statics = staticSteps(model, o.compile ?? model.compileGeneration, inputIds.map((r, b) => r.slice(padding[b])), steps, dtype);
+  let cache = statics ? null : newCache();
 
   const prefill = (ids: number[][]) => model.forward({
     inputIds: model.idsTensor(ids), positionIds: positionsFromMask(mask, 0), attentionMask: mask, cache, logitsToKeep: 1,
   });
-  let logits = prefill(inputIds);
+  let logits = statics ? statics.prefill() : prefill(inputIds);
 
   for (let step = 0; step < steps; step++) {
     let next: number[];
@@ -107,8 +129,12 @@ async function* decode(model: PreTrainedModel, s: GenerationConfig, inputIds: nu
     });
     yield next;
     if (reasons.every(Boolean)) break;
+    if (statics) {
+      logits = statics.decode(next, step);
+      continue;
+    }
     for (const r of mask) r.push(1);
-    if (cache.seqLength === recomputeAt) {
+    if (cache!.seqLength === recomputeAt) {
       // transformers' Phi3ForCausalLM.prepare_inputs_for_generation: past the original context,
       // LongRoPE switches frequencies, so the cache is recomputed once from the whole sequence.
       cache = newCache();

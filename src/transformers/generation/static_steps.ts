@@ -1,0 +1,130 @@
+/**
+ * The forwards of compiled generation: prefill and decode as one graph-ready step function on a
+ * StaticKVCache, so a traced graph is reused (transformers' generate with
+ * cache_implementation="static" under torch.compile, and serving engines' prompt-length buckets).
+ *
+ * - The step's only inputs are tensors: ids [B, L] int64, positions [B, L], slots [B * L],
+ *   rows [B * L], block tables [B, 1], logit rows [B, 1] (int32) and the KV buffers it writes in
+ *   place. A decode step (L = 1) therefore has the same shapes at every step and one graph serves
+ *   them all.
+ * - A prompt is right-padded to a power-of-two bucket (at least MIN_BUCKET), so prompts of
+ *   lengths in one bucket share a prefill graph; padding sits at positions after the real
+ *   tokens, so no real token attends to it, and the logits are those of each row's last real token.
+ * - Left-padded batch rows are placed without their padding (row b's tokens at 0..n_b - 1).
+ * - The cache capacity is a power of two too (prompt bucket + new tokens), so generations of
+ *   similar lengths reuse the same decode graph.
+ */
+import { compile } from "../../compile/index.js";
+import { Module } from "../../nn/module.js";
+import { fromBytes } from "../../tensor/creation.js";
+import type { DType } from "../../tensor/dtype.js";
+import { encode } from "../../tensor/host.js";
+import type { Tensor } from "../../tensor/tensor.js";
+import type { PreTrainedModel } from "../modeling_utils.js";
+import { StaticKVCache } from "../static_kv_cache.js";
+
+/** The smallest prompt bucket (shorter prompts are padded up to it). */
+export const MIN_BUCKET = 8;
+
+/** The graph-ready step: logits [B, 1, vocab] of the rows chosen by `logitRows`. */
+export type StaticStepFn = (ids: Tensor, positions: Tensor, slots: Tensor, rows: Tensor, tables: Tensor, logitRows: Tensor, ...buffers: Tensor[]) => Tensor;
+
+/** How a step runs: as written ("eager") or through a compiler (torch.compile). */
+export type StepWrapper = (step: StaticStep) => StaticStepFn;
+
+/** Runs the steps op by op. */
+export const eagerSteps: StepWrapper = (step) => step.forward;
+
+/**
+ * Compiles the steps (torch.compile of the step module, so replacing a model parameter
+ * recompiles): one graph per prompt bucket for prefill, one for decode.
+ */
+export const compiledSteps: StepWrapper = (step) => compile(step, { name: "generate.step" });
+
+/** The smallest power of two >= max(n, MIN_BUCKET). */
+export function promptBucket(n: number): number {
+  return 2 ** Math.ceil(Math.log2(Math.max(n, MIN_BUCKET)));
+}
+
+/**
+ * The step of `model` as a module (its one child is the model), storing keys/values rounded to
+ * `dtype`: a pure function of its tensors and the model's parameters.
+ */
+export class StaticStep extends Module {
+  constructor(readonly model: PreTrainedModel, private readonly dtype: DType) {
+    super();
+    this.module("model", model);
+  }
+
+  forward: StaticStepFn = (ids, positions, slots, rows, tables, logitRows, ...buffers) => {
+    const pools = Array.from({ length: buffers.length / 2 }, (_, i) => ({ keys: buffers[2 * i], values: buffers[2 * i + 1] }));
+    const cache = new StaticKVCache(pools, this.dtype);
+    cache.bind({ positions, slots, rows, tables });
+    return this.model.forward({ inputIds: ids, positionIds: [], attentionMask: null, cache, positions, logitsRows: logitRows });
+  };
+}
+
+/** One step function per (model, wrapper, cache dtype), so a compiler's graph cache lives as long as the model. */
+const stepFunctions = new WeakMap<PreTrainedModel, Map<StepWrapper, Map<DType, StaticStepFn>>>();
+
+function cachedStep(model: PreTrainedModel, wrap: StepWrapper, dtype: DType): StaticStepFn {
+  let byWrap = stepFunctions.get(model);
+  if (!byWrap) stepFunctions.set(model, (byWrap = new Map()));
+  let byDtype = byWrap.get(wrap);
+  if (!byDtype) byWrap.set(wrap, (byDtype = new Map()));
+  let f = byDtype.get(dtype);
+  if (!f) byDtype.set(dtype, (f = wrap(new StaticStep(model, dtype))));
+  return f;
+}
+
+/**
+ * The prefill and decode forwards of one generation on a fresh StaticKVCache. `prompts`: each
+ * row's real tokens (no padding); `newTokens`: the most tokens any row will feed back
+ * (capacity = bucket of the longest prompt + newTokens, rounded up to a power of two).
+ */
+export class StaticSteps {
+  private readonly cache: StaticKVCache;
+  private readonly step: StaticStepFn;
+  private readonly lengths: number[];
+  private readonly tables: Tensor;
+  private readonly decodeRows: Tensor;
+
+  constructor(private readonly model: PreTrainedModel, private readonly prompts: number[][], newTokens: number, dtype: DType, wrap: StepWrapper) {
+    const B = prompts.length;
+    this.lengths = prompts.map((r) => r.length);
+    const capacity = 2 ** Math.ceil(Math.log2(promptBucket(Math.max(...this.lengths)) + newTokens));
+    model.prepareStaticStep(capacity);
+    this.cache = StaticKVCache.allocate(model.kvHeads(), B, capacity, dtype, model.device);
+    this.step = cachedStep(model, wrap, dtype);
+    const rowIds = Array.from({ length: B }, (_, b) => b);
+    this.tables = this.int32(rowIds, [B, 1]);
+    this.decodeRows = this.int32(rowIds, [B]);
+  }
+
+  private int32(xs: number[], shape: number[]): Tensor {
+    return fromBytes(encode(xs, "int32"), "int32", shape, this.model.device);
+  }
+
+  private run(ids: Tensor, positions: number[][], rows: Tensor, logitRows: Tensor): Tensor {
+    const cap = this.cache.capacity, L = positions[0].length;
+    const slots = positions.flatMap((r, b) => r.map((p) => b * cap + p));
+    const buffers = this.cache.pools.flatMap((p) => [p.keys, p.values]);
+    return this.step(ids, this.int32(positions.flat(), [positions.length, L]), this.int32(slots, [slots.length]), rows, this.tables, logitRows, ...buffers);
+  }
+
+  /** Prefill the prompts: logits [B, 1, vocab] of each row's last token. */
+  prefill(): Tensor {
+    const B = this.prompts.length, Lb = promptBucket(Math.max(...this.lengths));
+    const ids = this.prompts.map((r) => [...r, ...new Array<number>(Lb - r.length).fill(0)]);
+    const positions = ids.map((r) => r.map((_, j) => j));
+    const rows = this.int32(ids.flatMap((r, b) => r.map(() => b)), [B * Lb]);
+    const last = this.int32(this.lengths.map((n, b) => b * Lb + n - 1), [B, 1]);
+    return this.run(this.model.idsTensor(ids), positions, rows, last);
+  }
+
+  /** Decode step `step` (0-based) feeding `next` [B]: logits [B, 1, vocab]. */
+  decode(next: number[], step: number): Tensor {
+    const positions = this.lengths.map((n) => [n + step]);
+    return this.run(this.model.idsTensor(next.map((t) => [t])), positions, this.decodeRows, this.tables);
+  }
+}
