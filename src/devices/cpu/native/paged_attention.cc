@@ -1,6 +1,7 @@
 // Paged attention (vLLM's PagedAttention) on cpu: keys and values in a pool of fixed-size blocks,
 // each sequence's blocks named by its block table, and a ragged batch of query tokens.
 //
+// The pools hold float32, float16 or bfloat16 (a half-precision KV cache, as the model's dtype).
 // paged_kv_write copies each new token's key/value rows to its slot. paged_attention runs one task
 // per (query token, kv head): the query rows of that kv head's group are one [group, D] matrix
 // (contiguous in q); the keys and values it may see are gathered from their blocks into contiguous
@@ -17,11 +18,44 @@
 
 namespace tsorch {
 
-void paged_kv_write(const float* k, const float* v, float* k_cache, float* v_cache,
+namespace {
+
+// One float32 row into a pool row of `dtype` (float32, float16 or bfloat16, rounded to nearest even).
+void store_row(const float* src, void* dst, int dtype, int64_t n) {
+  if (dtype == kF32) {
+    std::memcpy(dst, src, sizeof(float) * n);
+  } else if (dtype == kBF16) {
+    uint16_t* d = static_cast<uint16_t*>(dst);
+    for (int64_t i = 0; i < n; ++i) d[i] = f32_to_bf16(src[i]);
+  } else {
+    uint16_t* d = static_cast<uint16_t*>(dst);
+    for (int64_t i = 0; i < n; ++i) d[i] = f32_to_f16(src[i]);
+  }
+}
+
+// A pool row of `dtype` into float32.
+void load_row(const void* src, int dtype, float* dst, int64_t n) {
+  if (dtype == kF32) {
+    std::memcpy(dst, src, sizeof(float) * n);
+  } else if (dtype == kBF16) {
+    const uint16_t* s = static_cast<const uint16_t*>(src);
+    for (int64_t i = 0; i < n; ++i) dst[i] = bf16_to_f32(s[i]);
+  } else {
+    const uint16_t* s = static_cast<const uint16_t*>(src);
+    for (int64_t i = 0; i < n; ++i) dst[i] = f16_to_f32(s[i]);
+  }
+}
+
+}  // namespace
+
+void paged_kv_write(const float* k, const float* v, void* k_cache, void* v_cache, int kv_dtype,
                     const int32_t* slots, int64_t T, int64_t k_row, int64_t v_row) {
+  const int64_t es = dtype_size(kv_dtype);
+  char* kc = static_cast<char*>(k_cache);
+  char* vc = static_cast<char*>(v_cache);
   for (int64_t t = 0; t < T; ++t) {
-    std::memcpy(k_cache + slots[t] * k_row, k + t * k_row, sizeof(float) * k_row);
-    std::memcpy(v_cache + slots[t] * v_row, v + t * v_row, sizeof(float) * v_row);
+    store_row(k + t * k_row, kc + slots[t] * k_row * es, kv_dtype, k_row);
+    store_row(v + t * v_row, vc + slots[t] * v_row * es, kv_dtype, v_row);
   }
 }
 
@@ -56,10 +90,13 @@ void paged_attention(const PagedAttentionArgs& a) {
     float* K = thread_scratch(1, n * a.D);
     float* V = thread_scratch(2, n * a.Dv);
     float* S = thread_scratch(3, group * n);
+    const int64_t es = dtype_size(a.kv_dtype);
+    const char* kc = static_cast<const char*>(a.k_cache);
+    const char* vc = static_cast<const char*>(a.v_cache);
     for (int64_t j = lo; j < hi; ++j) {
       const int64_t slot = int64_t(table[j / a.bs]) * a.bs + j % a.bs;
-      std::memcpy(K + (j - lo) * a.D, a.k_cache + slot * kstride + g * a.D, sizeof(float) * a.D);
-      std::memcpy(V + (j - lo) * a.Dv, a.v_cache + slot * vstride + g * a.Dv, sizeof(float) * a.Dv);
+      load_row(kc + (slot * kstride + g * a.D) * es, a.kv_dtype, K + (j - lo) * a.D, a.D);
+      load_row(vc + (slot * vstride + g * a.Dv) * es, a.kv_dtype, V + (j - lo) * a.Dv, a.Dv);
     }
     gemm_range(Q, a.D, group, a.D, BMatrix{K, kF32, 1, a.D}, nullptr, S, n, 0, n);
     for (int64_t r = 0; r < group; ++r) to_probs(S + r * n, n, a.scale, a.softcap);
