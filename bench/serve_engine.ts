@@ -1,6 +1,6 @@
 /**
  * The serving engine in-process, without HTTP: where a step's time goes at N running sequences.
- *   node dist/bench/serve_engine.js --model DIR [--seqs 32] [--input-len 128] [--output-len 16]
+ *   node dist/bench/serve_engine.js --model DIR [--seqs 32] [--input-len 128] [--output-len 16] [--kv-dtype float32]
  * Queues N random prompts at once (ignore_eos, greedy), runs them to the end, and prints one JSON
  * line: the prefill and decode phases' wall time, the mean decode step, and per decode step the
  * time in the model's forward (the device work: GEMMs, attention, …), in reading back the next
@@ -14,12 +14,13 @@ import { AutoModelForCausalLM } from "../src/transformers/index.js";
 
 const { values } = parseArgs({ options: {
   model: { type: "string" }, seqs: { type: "string", default: "32" }, "input-len": { type: "string", default: "128" }, "output-len": { type: "string", default: "16" },
-  "max-num-batched-tokens": { type: "string", default: "512" },
+  "max-num-batched-tokens": { type: "string", default: "512" }, "kv-dtype": { type: "string" },
 } });
 if (!values.model) throw new Error("--model is required");
 const N = Number(values.seqs), L = Number(values["input-len"]), O = Number(values["output-len"]);
 const model = await AutoModelForCausalLM.fromPretrained(values.model);
-const engine = new Engine(model, { maxNumSeqs: 64, maxNumBatchedTokens: Number(values["max-num-batched-tokens"]), blockSize: 16, kvCacheBytes: 2 ** 31, maxQueue: 256, maxModelLen: 2048 });
+const engine = new Engine(model, { maxNumSeqs: 64, maxNumBatchedTokens: Number(values["max-num-batched-tokens"]), blockSize: 16, kvCacheBytes: 2 ** 31, maxQueue: 256, maxModelLen: 2048,
+  kvCacheDtype: values["kv-dtype"] as "float32" | "bfloat16" | undefined });
 
 // Time the model's forward inside each step (the engine calls model.forward once per step).
 let forwardMs = 0;
