@@ -109,7 +109,14 @@ test("tsorch generate --kernel MoE=DIR (repeatable) gives transformers' greedy i
   const e = fixtureExpected("qwen3_moe");
   const k = (name: string) => path.join(ROOT, "hub-kernels", name);
   const { stdout, stderr } = await promisify(execFile)(process.execPath, [CLI, "generate", "--model", dir, "--input-ids", e.input_ids[0].join(","),
-    "--max-new-tokens", String(e.greedy.max_new_tokens), "--output", "json", "--kernel", `MoE=${k("moe-grouped-gemm")}`, "--kernel", `RMSNorm=${k("rmsnorm")}`]);
+    "--max-new-tokens", String(e.greedy.max_new_tokens), "--output", "json", "--kernel", `MoE=${k("moe-grouped-gemm")}@1`, "--kernel", `RMSNorm=${k("rmsnorm")}`]);
   assert.deepEqual(JSON.parse(stdout).new_token_ids, e.greedy.single[0]);
-  assert.equal(stderr, "");
+  assert.equal(stderr, `kernelized on cpu: MoE x2 <- ${k("moe-grouped-gemm")}@v1, RMSNorm x9 <- ${k("rmsnorm")}\n`);
+});
+
+test("a local kernel folder: a version must equal its metadata's, a revision is refused", async () => {
+  const dir = path.join(ROOT, "hub-kernels", "rmsnorm");
+  assert.equal((await getKernel(dir, { version: 1 })).version, 1);
+  await assert.rejects(getKernel(dir, { version: 2 }), /kernel folder .*rmsnorm holds version 1 \(its metadata.json\), not the version 2 asked for/);
+  await assert.rejects(getKernel(dir, { revision: "abc123" }), /kernel .*rmsnorm is a local folder: a revision \(abc123\) applies to Hub repositories only/);
 });

@@ -1,7 +1,10 @@
 /**
  * kernelize on the tiny fixtures with the hub kernels of hub-kernels/: RMSNorm, SiluAndMul and MoE
  * forwards replaced; logits within 1e-4 of transformers' (cpu) and of the built-in forward
- * (webgpu), greedy ids equal to transformers'. Plus the fallback rules.
+ * (webgpu), greedy ids equal to transformers' — on every MoE family: qwen3_moe and mixtral (also
+ * on webgpu), deepseek_v3, glm4_moe and qwen3_5_moe (cpu); gpt_oss and gemma4_moe, whose experts
+ * the kernel's contract does not cover, keep the built-in forward with one message. Plus the
+ * fallback rules.
  */
 import assert from "node:assert/strict";
 import * as path from "node:path";
@@ -53,6 +56,44 @@ for (const arch of ["qwen3_moe", "mixtral"]) {
     const lp = e.greedy_left_padded;
     const out = await model.generate(lp.input_ids, { maxNewTokens: e.greedy.max_new_tokens, doSample: false, eosTokenId: [], attentionMask: lp.attention_mask });
     assert.deepEqual(out.map((r) => r.slice(lp.input_ids[0].length)), lp.new_tokens);
+  });
+}
+
+// The other MoE families on cpu: deepseek_v3 and glm4_moe (group-limited routing + shared experts)
+// and qwen3_5_moe (fused expert weights + gated shared expert) keep their routing and shared
+// experts and run the routed experts through the kernel.
+for (const arch of ["deepseek_v3", "glm4_moe", "qwen3_5_moe"]) {
+  const dir = path.join(TINY, arch);
+  test(`${arch} (tiny) kernelized on cpu (cpu-wasm): MoE blocks swapped, logits within 1e-4 of transformers, greedy ids equal`, async (t) => {
+    const skip = missing(dir);
+    if (skip) return t.skip(skip);
+    const model = await AutoModelForCausalLM.fromPretrained(dir);
+    const lines: string[] = [];
+    const replaced = await kernelize(model, { device: "cpu", mapping: { MoE: mapping("cpu").MoE }, log: (l) => lines.push(l) });
+    assert.ok(replaced.MoE > 0, JSON.stringify(replaced));
+    assert.deepEqual(lines, []);
+    const e = fixtureExpected(arch);
+    await checkLogits(model, e, 1e-4);
+    await checkGreedy(model, e);
+  });
+}
+
+// Expert blocks the silu-gated contract cannot stand for keep the built-in forward, said once.
+const keeps: [string, RegExp][] = [
+  ["gpt_oss", /layer MoE keeps its built-in forward on cpu: model\.layers\.0\.mlp: gpt-oss experts use a clamped SwiGLU/],
+  ["gemma4_moe", /layer MoE keeps its built-in forward on cpu: the model \(\w+\) has no module with a swappable MoE forward/],
+];
+for (const [arch, message] of keeps) {
+  const dir = path.join(TINY, arch);
+  test(`${arch} (tiny): kernelize keeps the built-in experts with one message; greedy ids equal transformers'`, async (t) => {
+    const skip = missing(dir);
+    if (skip) return t.skip(skip);
+    const model = await AutoModelForCausalLM.fromPretrained(dir);
+    const lines: string[] = [];
+    assert.deepEqual(await kernelize(model, { device: "cpu", mapping: { MoE: mapping("cpu").MoE }, log: (l) => lines.push(l) }), {});
+    assert.equal(lines.length, 1, lines.join("\n"));
+    assert.match(lines[0], message);
+    await checkGreedy(model, fixtureExpected(arch));
   });
 }
 

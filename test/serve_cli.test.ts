@@ -5,13 +5,16 @@
 import assert from "node:assert/strict";
 import { spawn, type ChildProcess } from "node:child_process";
 import { test } from "node:test";
-import { CLI, missing, STORIES } from "./helpers/shared.js";
+import { CLI, missing, ROOT, STORIES } from "./helpers/shared.js";
 
 const skip = missing(STORIES);
 
 /** Start the server; resolves with its base URL once it listens. */
-function serve(args: string[]): Promise<{ child: ChildProcess; url: string; stderr: () => string }> {
-  const child = spawn(process.execPath, [CLI, "serve", "--model", STORIES, "--port", "0", "--kv-cache-memory", "16MiB", ...args], { stdio: ["ignore", "ignore", "pipe"] });
+function serve(args: string[], viaNpx = false): Promise<{ child: ChildProcess; url: string; stderr: () => string }> {
+  const argv = ["serve", "--model", STORIES, "--port", "0", "--kv-cache-memory", "16MiB", ...args];
+  const child = viaNpx
+    ? spawn("npm", ["exec", "--offline", "--", "tsorch", ...argv], { cwd: ROOT, stdio: ["ignore", "ignore", "pipe"] })
+    : spawn(process.execPath, [CLI, ...argv], { stdio: ["ignore", "ignore", "pipe"] });
   let err = "";
   return new Promise((resolve, reject) => {
     child.stderr!.on("data", (d: Buffer) => {
@@ -40,6 +43,14 @@ test("SIGTERM drains: the running stream completes, then the process exits 0", {
   assert.match(text, /"completion_tokens":400/);
   assert.equal(await code, 0, stderr());
   assert.match(stderr(), /SIGTERM: draining/);
+});
+
+test("SIGTERM sent to `npx tsorch serve` reaches the server: it drains and npx exits 0", { skip }, async () => {
+  const { child, stderr } = await serve([], true);
+  const code = exited(child);
+  child.kill("SIGTERM");
+  assert.equal(await code, 0, stderr());
+  assert.match(stderr(), /SIGTERM: draining[^]*stopped/);
 });
 
 test("listening beyond loopback without an API key prints a warning", { skip }, async () => {

@@ -77,6 +77,20 @@ test("continuous batching with chunked prefill and preemption equals sequential 
   assert.ok(engine.pool.hits > 0);
 });
 
+test("a bfloat16 model keeps bfloat16 block pools (as generate keeps its KV cache), half the bytes per block, and gives generate's greedy ids", { skip }, async () => {
+  const model = await AutoModelForCausalLM.fromPretrained(STORIES, { dtype: "bfloat16" });
+  const o = { maxNumSeqs: 4, maxNumBatchedTokens: 16, maxModelLen: 96, blockSize: 4, kvCacheBytes: 1 << 20, maxQueue: 4 };
+  const engine = new Engine(model, o);
+  assert.equal(engine.cache.dtype, "bfloat16");
+  const f32Blocks = new Engine(model, { ...o, kvCacheDtype: "float32" }).pool.numBlocks;
+  assert.ok(engine.pool.numBlocks >= 2 * f32Blocks && engine.pool.numBlocks <= 2 * f32Blocks + 1, `${engine.pool.numBlocks} vs ${f32Blocks}`);
+  const story: number[] = readJson(`${STORIES}/expected.json`).greedy_from_bos.new_ids;
+  const jobs = Array.from({ length: 4 }, (_, i) => ({ prompt: [1, ...story.slice(i, i + 3 + 9 * i)], max: 40 + 5 * i }));
+  const [got, want] = [await runAll(engine, jobs), await reference(model, jobs)];
+  got.forEach((ids, i) => assert.deepEqual(ids, want[i], `sequence ${i}`));
+  assert.equal(engine.pool.numUsed, 0);
+});
+
 test("a prompt longer than max-model-len and a KV cache too small for one sequence are refused", { skip }, async () => {
   const model = await AutoModelForCausalLM.fromPretrained(STORIES);
   assert.throws(() => new Engine(model, { maxNumSeqs: 1, maxNumBatchedTokens: 8, blockSize: 4, kvCacheBytes: 1 << 10, maxQueue: 1 }), /KV cache of 1024 bytes holds 0 blocks .* raise --kv-cache-memory or lower --max-model-len/);

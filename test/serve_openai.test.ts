@@ -153,7 +153,12 @@ test("errors use OpenAI's shape: 400 malformed, 404 unknown model, 413 too large
   assert.equal(r.status, 400);
   const bad = await r.json();
   shape(bad, 400);
-  assert.match(bad.error.message, /temperature/);
+  assert.equal(bad.error.message, "invalid request body: temperature must be number or null", "anyOf branches merged into one clause");
+  assert.equal(bad.error.param, "temperature");
+  r = await post(`${server.url}/v1/completions`, JSON.stringify({ model: "stories260K", prompt: [1], stop: 3, max_tokens: 0 }));
+  assert.equal((await r.json()).error.message, "invalid request body: max_tokens must be >= 1");
+  r = await post(`${server.url}/v1/chat/completions`, JSON.stringify({ model: "stories260K", messages: [{ role: "user", content: 3 }] }));
+  assert.equal((await r.json()).error.message, "invalid request body: messages.0.content must be string, array or null");
   r = await post(`${server.url}/v1/completions`, "{not json");
   assert.equal(r.status, 400);
   shape(await r.json(), 400);

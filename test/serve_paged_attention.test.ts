@@ -21,7 +21,7 @@ function rng(seed: number): () => number {
 const randn = (r: () => number, shape: number[]) => T.tensor(Array.from({ length: shape.reduce((a, b) => a * b, 1) }, r), { shape });
 const i32 = (xs: number[], shape = [xs.length]) => T.tensor(xs, { dtype: "int32", shape });
 
-interface Case { Hq: number; Hkv: number; D: number; bs: number; lens: number[]; window?: number; softcap?: number }
+interface Case { Hq: number; Hkv: number; D: number; bs: number; lens: number[]; window?: number; softcap?: number; pool?: "bfloat16" | "float16" }
 
 async function check(device: Device, c: Case, tol: number): Promise<void> {
   const r = rng(c.lens.length * 31 + c.D);
@@ -32,7 +32,10 @@ async function check(device: Device, c: Case, tol: number): Promise<void> {
   const tables = c.lens.map((l) => Array.from({ length: Math.ceil(l / c.bs) }, () => order[next++]));
   const width = Math.max(...tables.map((t) => t.length));
   const keys = c.lens.map((l) => randn(r, [l, c.Hkv, c.D])), values = c.lens.map((l) => randn(r, [l, c.Hkv, c.D]));
-  const kPool = T.full([N, c.bs, c.Hkv, c.D], 0).to(device), vPool = T.full([N, c.bs, c.Hkv, c.D], 0).to(device);
+  const pool = c.pool ?? "float32";
+  const kPool = T.full([N, c.bs, c.Hkv, c.D], 0, { dtype: pool }).to(device), vPool = T.full([N, c.bs, c.Hkv, c.D], 0, { dtype: pool }).to(device);
+  // The reference attends to the keys/values as the pools hold them (rounded to their dtype).
+  const held = (x: T.Tensor) => x.to(pool).to("float32");
   c.lens.forEach((l, s) => {
     const slots = Array.from({ length: l }, (_, p) => tables[s][Math.floor(p / c.bs)] * c.bs + (p % c.bs));
     pagedKVWrite(keys[s].to(device), values[s].to(device), kPool, vPool, i32(slots).to(device));
@@ -48,7 +51,7 @@ async function check(device: Device, c: Case, tol: number): Promise<void> {
   const want: number[] = [];
   for (const [i, [s, p]] of tokens.entries()) {
     const lo = c.window ? Math.max(0, p + 1 - c.window) : 0;
-    const k = keys[s].narrow(0, lo, p + 1 - lo).transpose(0, 1).unsqueeze(0), v = values[s].narrow(0, lo, p + 1 - lo).transpose(0, 1).unsqueeze(0);
+    const k = held(keys[s]).narrow(0, lo, p + 1 - lo).transpose(0, 1).unsqueeze(0), v = held(values[s]).narrow(0, lo, p + 1 - lo).transpose(0, 1).unsqueeze(0);
     const ref = T.scaledDotProductAttention(q.narrow(0, i, 1).transpose(0, 1).unsqueeze(0), k, v, { softcap: c.softcap });
     want.push(...((await ref.data()) as Float32Array));
   }
@@ -59,12 +62,15 @@ const CASES: [string, Case][] = [
   ["grouped heads 4/2, block size 4, ragged lengths", { Hq: 4, Hkv: 2, D: 8, bs: 4, lens: [1, 5, 13, 16] }],
   ["one head per kv head, block size 16, a long sequence", { Hq: 2, Hkv: 2, D: 16, bs: 16, lens: [70, 3] }],
   ["sliding window 5 and soft-capping", { Hq: 6, Hkv: 3, D: 8, bs: 4, lens: [11, 9], window: 5, softcap: 2 }],
+  ["bfloat16 pools (a bfloat16 model's KV cache), grouped heads", { Hq: 4, Hkv: 2, D: 16, bs: 4, lens: [3, 18], pool: "bfloat16" }],
+  ["float16 pools, sliding window", { Hq: 2, Hkv: 1, D: 8, bs: 8, lens: [20, 7], window: 6, pool: "float16" }],
 ];
 
 for (const [name, c] of CASES) {
   test(`paged attention equals contiguous attention on cpu: ${name}`, async () => {
     await check(T.getDevice("cpu"), c, 1e-5);
   });
+  if (c.pool) continue; // the WGSL kernels read float32 pools (serve keeps float32 pools on webgpu)
   test(`paged attention equals contiguous attention on webgpu: ${name}`, async (t) => {
     const dev = await webgpuOrSkip(t);
     if (dev) await check(dev, c, 1e-4);

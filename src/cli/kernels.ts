@@ -60,7 +60,8 @@ export async function kernelsCommand(argv: string[]): Promise<void> {
 
 /**
  * Kernelize `model` (on device type `device`) with `--kernel LAYER=DIR_OR_REPO[@version]` flags;
- * a layer without a kernel for the device keeps its built-in forward (noted on stderr).
+ * a layer without a kernel for the device keeps its built-in forward (noted on stderr). Prints one
+ * line on stderr naming what was swapped: "kernelized on cpu: MoE x2 <- hub-kernels/moe-grouped-gemm".
  */
 export async function kernelizeFromFlags(model: Module, flags: string[], device: string): Promise<void> {
   const mapping: KernelMapping = {};
@@ -70,5 +71,10 @@ export async function kernelizeFromFlags(model: Module, flags: string[], device:
     const layer = f.slice(0, eq), { repo, version, revision } = parseKernelRef(f.slice(eq + 1));
     mapping[layer] = { [device]: new LayerRepository({ repoId: repo, layerName: layer, version, revision }) };
   }
-  await kernelize(model, { device, mode: "inference", mapping });
+  const replaced = await kernelize(model, { device, mode: "inference", mapping });
+  const swapped = Object.keys(mapping).filter((layer) => replaced[layer]).map((layer) => {
+    const r = mapping[layer][device];
+    return `${layer} x${replaced[layer]} <- ${r.repoId}${r.revision ? `@${r.revision}` : r.version !== undefined ? `@v${r.version}` : ""}`;
+  });
+  process.stderr.write(`kernelized on ${device}: ${swapped.length ? swapped.join(", ") : "nothing swapped"}\n`);
 }

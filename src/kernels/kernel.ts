@@ -93,7 +93,8 @@ export class Kernel {
 /**
  * Load kernel repository `repoOrDir` (a folder, or a Hub id at `version` / `revision`) —
  * `get_kernel` of the `kernels` library. With `lock`, a Hub id it pins is loaded at the locked
- * commit and every file is checked against its sha256. Throws on a refused repository (native
+ * commit and every file is checked against its sha256. A folder has no revisions (asking for one
+ * throws); a version asked of a folder must equal its metadata's version. Throws on a refused repository (native
  * code, unknown variant), a lock mismatch, or a resolution error (see resolveKernelRepo).
  */
 export async function getKernel(repoOrDir: string, o: GetKernelOptions = {}): Promise<Kernel & Record<string, KernelOp>> {
@@ -104,5 +105,9 @@ export async function getKernel(repoOrDir: string, o: GetKernelOptions = {}): Pr
   }
   const repo = await resolveKernelRepo(repoOrDir, pinned ? { ...o, revision: pinned.revision } : o);
   if (pinned) verifyLocked(repoOrDir, repo.dir, pinned);
-  return new Kernel(repoOrDir, repo.dir, repo.commit) as Kernel & Record<string, KernelOp>;
+  const kernel = new Kernel(repoOrDir, repo.dir, repo.commit) as Kernel & Record<string, KernelOp>;
+  if (!repo.repoId && o.version !== undefined && kernel.version !== o.version) {
+    throw new Error(`kernel folder ${repoOrDir} holds version ${kernel.version} (its metadata.json), not the version ${o.version} asked for`);
+  }
+  return kernel;
 }

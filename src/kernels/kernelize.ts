@@ -1,8 +1,10 @@
 /**
  * kernelize (the `kernels` library's kernelize): replace the forwards of a model's layers marked
  * with useKernelForwardFromHub by kernels from hub repositories, for the device the model runs on.
- * Where a repository has no variant for that device (or no op for the layer), the built-in forward
- * stays and a note is printed once per layer name; `useFallback: false` makes that an error.
+ * Where a repository has no variant for that device (or no op for the layer), a module cannot use
+ * the kernel (say, experts with another activation), or the model has no module with that layer,
+ * the built-in forward stays and a note is printed once per layer name; `useFallback: false` makes
+ * that an error.
  */
 import { kernelLayerName } from "../nn/kernel_hub.js";
 import type { Module } from "../nn/module.js";
@@ -59,10 +61,12 @@ export async function kernelize<M extends Module>(model: M, o: KernelizeOptions)
   for (const layer of Object.keys(o.mapping)) {
     if (!LAYER_CONTRACTS[layer]) throw new Error(`kernelize: no layer contract for ${layer}; known layers: ${Object.keys(LAYER_CONTRACTS).join(", ")}`);
   }
+  const marked = new Set<string>();
   for (const [path, m] of [...model.namedModules()]) {
     const layer = kernelLayerName(m);
     const repo = layer && o.mapping[layer]?.[o.device];
     if (!layer || !repo) continue;
+    marked.add(layer);
     const key = `${repo.repoId}@${repo.revision ?? repo.version ?? "main"}`;
     let kernel = kernels.get(key);
     if (!kernel) {
@@ -81,6 +85,9 @@ export async function kernelize<M extends Module>(model: M, o: KernelizeOptions)
     }
     (m as unknown as { forward: typeof forward }).forward = forward;
     replaced[layer] = (replaced[layer] ?? 0) + 1;
+  }
+  for (const layer of Object.keys(o.mapping)) {
+    if (o.mapping[layer][o.device] && !marked.has(layer)) fallback(layer, `the model (${model.constructor.name}) has no module with a swappable ${layer} forward`);
   }
   return replaced;
 }

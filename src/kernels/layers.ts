@@ -4,14 +4,14 @@
  *   RMSNorm     op(x [..., H] f32, weight [H], eps, offset) -> [..., H] f32   (nn RMSNorm)
  *   SiluAndMul  op(gate [..., D] f32, up [..., D] f32) -> silu(gate) * up    (nn SiluAndMul)
  *   MoE         op(x [T, H] f32, topk_weights [T, K] f32, topk_ids [T, K] int32,
- *                  gate_up [E, 2I, H], down [E, H, I]) -> [T, H] f32           (nn SparseMoeBlock, silu)
+ *                  gate_up [E, 2I, H], down [E, H, I]) -> [T, H] f32           (a KernelMoeBlock, silu)
  *               gate_up stacks each expert's gate (rows 0..I) and up (rows I..2I) projection; routing
- *               (router, softmax, top-k) stays the module's own.
+ *               and what follows the routed sum (shared experts) stay the block's own.
  */
 import type { Module } from "../nn/module.js";
 import { RMSNorm } from "../nn/layers.js";
 import { SiluAndMul } from "../nn/mlp.js";
-import { routeTopK, SparseMoeBlock } from "../nn/moe.js";
+import type { KernelMoeBlock } from "../nn/kernel_hub.js";
 import { tidy } from "../tensor/scope.js";
 import type { Tensor } from "../tensor/tensor.js";
 import type { Kernel } from "./kernel.js";
@@ -29,13 +29,14 @@ export const LAYER_CONTRACTS: Record<string, LayerBinder> = {
     return (gate, up) => kernel.call(op, [gate, up]);
   },
   MoE: (m, kernel, op) => {
-    if (!(m instanceof SparseMoeBlock)) return "not a SparseMoeBlock module";
-    if (m.o.hiddenAct !== "silu") return `its activation is ${m.o.hiddenAct}, the MoE contract is silu`;
+    if (!("kernelMoe" in m)) return "not a mixture-of-experts block";
+    const parts = (m as KernelMoeBlock).kernelMoe();
+    if (typeof parts === "string") return parts;
     return (x) => tidy(() => {
-      const { gateUp, down } = m.stackedExperts();
+      const { gateUp, down } = parts.experts();
       const [B, L, H] = x.shape, flat = x.reshape(B * L, H);
-      const { weights, indices } = routeTopK(m.gate.forward(flat), m.o.topK, m.o.normTopkProb);
-      return kernel.call(op, [flat, weights, indices.to("int32"), gateUp, down]).view(B, L, H);
+      const { weights, indices } = parts.route(flat);
+      return parts.finish(flat, kernel.call(op, [flat, weights, indices.to("int32"), gateUp, down])).view(B, L, H);
     });
   },
 };

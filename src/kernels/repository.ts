@@ -57,6 +57,7 @@ function complete(dir: string): boolean {
 export async function resolveKernelRepo(repoOrDir: string, o: KernelRepoOptions = {}): Promise<KernelRepo> {
   if (existsSync(repoOrDir)) {
     if (!statSync(repoOrDir).isDirectory()) throw new HubError(`kernel ${repoOrDir} is a file, not a kernel repository folder`);
+    if (o.revision !== undefined) throw new HubError(`kernel ${repoOrDir} is a local folder: a revision (${o.revision}) applies to Hub repositories only`);
     return { dir: resolve(repoOrDir) };
   }
   if (!HUB_ID.test(repoOrDir) || /--|\.\./.test(repoOrDir)) throw new HubError(`kernel repository not found: ${repoOrDir} is neither a folder nor a Hub id "org/name"`);

@@ -18,7 +18,9 @@ import type { Tensor } from "../tensor/tensor.js";
 import { activation, type Activation } from "./activations.js";
 import { Linear } from "./layers.js";
 import { GatedMLP } from "./mlp.js";
+import { useKernelForwardFromHub, type KernelMoeBlock, type KernelMoeParts } from "./kernel_hub.js";
 import { Module, ModuleList, type Parameter } from "./module.js";
+import { stackExperts } from "./moe.js";
 
 export interface GroupLimitedMoeOptions {
   hiddenSize: number;
@@ -98,11 +100,12 @@ export class GroupLimitedRouter extends Module {
 }
 
 /** `gate` (GroupLimitedRouter), `experts.N` and `shared_experts` (gated MLPs). forward: [B, L, hidden] -> [B, L, hidden]. */
-export class GroupLimitedMoe extends Module {
+export class GroupLimitedMoe extends Module implements KernelMoeBlock {
   readonly gate: GroupLimitedRouter;
   readonly experts: ModuleList<GatedMLP>;
   readonly shared_experts: GatedMLP;
   private readonly act: Activation;
+  private stacked?: { gateUp: Tensor; down: Tensor };
 
   constructor(private readonly o: GroupLimitedMoeOptions) {
     super();
@@ -125,4 +128,14 @@ export class GroupLimitedMoe extends Module {
       return add(routed, this.shared_experts.forward(x));
     });
   }
+
+  kernelMoe(): KernelMoeParts | string {
+    if (this.o.hiddenAct !== "silu") return `its experts' activation is ${this.o.hiddenAct}; the MoE kernel contract is silu`;
+    return {
+      route: (flat) => this.gate.forward(flat),
+      experts: () => (this.stacked = stackExperts(this.experts.items.map((e) => ({ gate: e.gate_proj, up: e.up_proj, down: e.down_proj })), this.stacked)),
+      finish: (flat, routed) => add(routed, this.shared_experts.forward(flat)),
+    };
+  }
 }
+useKernelForwardFromHub("MoE")(GroupLimitedMoe);

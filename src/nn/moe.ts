@@ -13,7 +13,7 @@ import { keep, tidy } from "../tensor/scope.js";
 import type { Tensor } from "../tensor/tensor.js";
 import { activation, type Activation } from "./activations.js";
 import { Linear } from "./layers.js";
-import { useKernelForwardFromHub } from "./kernel_hub.js";
+import { useKernelForwardFromHub, type KernelMoeBlock, type KernelMoeParts } from "./kernel_hub.js";
 import { Module, ModuleList } from "./module.js";
 
 /** The gate, up and down projections of one expert (named as its checkpoint names them). */
@@ -33,7 +33,7 @@ export interface SparseMoeOptions {
  * Router `gate` (Linear hidden -> numExperts, no bias) and `experts` (ModuleList of E).
  * forward: x [B, L, hidden] -> float32 [B, L, hidden].
  */
-export class SparseMoeBlock<E extends Module> extends Module {
+export class SparseMoeBlock<E extends Module> extends Module implements KernelMoeBlock {
   readonly gate: Linear;
   readonly experts: ModuleList<E>;
   private readonly act: Activation;
@@ -72,24 +72,41 @@ export class SparseMoeBlock<E extends Module> extends Module {
    * no weight is held twice.
    */
   stackedExperts(): { gateUp: Tensor; down: Tensor } {
-    const p = this.experts.items.map(this.projections);
-    const s = this.stacked;
-    if (s && p.every((q) => q.gate.weight.value.storage === s.gateUp.storage && q.up.weight.value.storage === s.gateUp.storage && q.down.weight.value.storage === s.down.storage)) return s;
-    const [gateUp, down] = tidy(() => [
-      stack(p.map((q) => cat([q.gate.weight.value, q.up.weight.value], 0))),
-      stack(p.map((q) => q.down.weight.value)),
-    ]);
-    const I = p[0].gate.weight.shape[0];
-    p.forEach((q, e) => {
-      q.gate.weight.set(gateUp.select(0, e).narrow(0, 0, I));
-      q.up.weight.set(gateUp.select(0, e).narrow(0, I, I));
-      q.down.weight.set(down.select(0, e));
-    });
-    this.stacked = { gateUp: keep(gateUp), down: keep(down) };
+    this.stacked = stackExperts(this.experts.items.map(this.projections), this.stacked);
     return this.stacked;
+  }
+
+  kernelMoe(): KernelMoeParts | string {
+    if (this.o.hiddenAct !== "silu") return `its experts' activation is ${this.o.hiddenAct}; the MoE kernel contract is silu`;
+    return {
+      route: (flat) => routeTopK(this.gate.forward(flat), this.o.topK, this.o.normTopkProb),
+      experts: () => this.stackedExperts(),
+      finish: (_flat, routed) => routed,
+    };
   }
 }
 useKernelForwardFromHub("MoE")(SparseMoeBlock);
+
+/**
+ * Experts' gated-MLP weights stacked, in the dtype they were loaded in: gate_up [E, 2I, H] (expert
+ * e's gate in rows 0..I, up in rows I..2I) and down [E, H, I]. Returns `prev` while every expert's
+ * parameters still view it; otherwise stacks anew (e.g. after `to` moved the parameters) and makes
+ * each expert's parameters views of the stacks, so no weight is held twice.
+ */
+export function stackExperts(p: { gate: Linear; up: Linear; down: Linear }[], prev?: { gateUp: Tensor; down: Tensor }): { gateUp: Tensor; down: Tensor } {
+  if (prev && p.every((q) => q.gate.weight.value.storage === prev.gateUp.storage && q.up.weight.value.storage === prev.gateUp.storage && q.down.weight.value.storage === prev.down.storage)) return prev;
+  const [gateUp, down] = tidy(() => [
+    stack(p.map((q) => cat([q.gate.weight.value, q.up.weight.value], 0))),
+    stack(p.map((q) => q.down.weight.value)),
+  ]);
+  const I = p[0].gate.weight.shape[0];
+  p.forEach((q, e) => {
+    q.gate.weight.set(gateUp.select(0, e).narrow(0, 0, I));
+    q.up.weight.set(gateUp.select(0, e).narrow(0, I, I));
+    q.down.weight.set(down.select(0, e));
+  });
+  return { gateUp: keep(gateUp), down: keep(down) };
+}
 
 /**
  * Top-k routing of router logits [T, E]: softmax in float32, the k largest probabilities (largest

@@ -12,7 +12,7 @@ import { tidy } from "../tensor/scope.js";
 import type { Tensor } from "../tensor/tensor.js";
 import type { PreTrainedModel } from "../transformers/modeling_utils.js";
 import { BlockPool } from "./block_pool.js";
-import { PagedKVCache, type KVShape } from "./paged_kv_cache.js";
+import { PagedKVCache, type KVShape, type PoolDType } from "./paged_kv_cache.js";
 import { Sampler } from "./sampler.js";
 import { Scheduler, type ScheduledChunk } from "./scheduler.js";
 import { Sequence, type FinishReason, type SamplingParams, type TokenEvent, type TokenListener } from "./sequence.js";
@@ -30,6 +30,11 @@ export interface EngineOptions {
   kvCacheBytes: number;
   /** Waiting sequences at most; beyond, add() throws QueueFullError. */
   maxQueue: number;
+  /**
+   * Dtype of the KV block pools. Default: the model's dtype when it is bfloat16 or float16 (as
+   * generate caches keys/values), else float32; float32 on webgpu, whose paged kernels read float32.
+   */
+  kvCacheDtype?: PoolDType;
 }
 
 /** What the engine reports to metrics (serve/metrics.ts implements it). */
@@ -66,7 +71,9 @@ export class Engine {
     const recompute = model.cacheRecomputeLength() ?? Infinity;
     this.maxModelLen = Math.min(o.maxModelLen ?? Infinity, model.maxPositions, recompute);
     const shape = kvShapeOf(model);
-    const blockBytes = PagedKVCache.blockBytes(shape, o.blockSize);
+    const half = model.dtype === "bfloat16" || model.dtype === "float16";
+    const dtype: PoolDType = o.kvCacheDtype ?? (half && model.device.type !== "webgpu" ? model.dtype as PoolDType : "float32");
+    const blockBytes = PagedKVCache.blockBytes(shape, o.blockSize, dtype);
     const numBlocks = Math.floor(o.kvCacheBytes / blockBytes);
     const needed = Math.ceil(this.maxModelLen / o.blockSize);
     if (numBlocks < needed) {
@@ -74,7 +81,7 @@ export class Engine {
     }
     this.pool = new BlockPool(numBlocks, o.blockSize);
     this.scheduler = new Scheduler(this.pool, o);
-    this.cache = new PagedKVCache(shape, numBlocks, o.blockSize, model.device);
+    this.cache = new PagedKVCache(shape, numBlocks, o.blockSize, model.device, dtype);
   }
 
   get numWaiting(): number { return this.scheduler.waiting.length; }

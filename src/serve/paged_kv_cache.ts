@@ -1,7 +1,8 @@
 /**
  * The paged KV cache as the model sees it: a KVCache whose layers attend through block tables
  * (nn/attention's SelfAttendingCache). One pool per layer, [numBlocks, blockSize, Hkv, D] keys
- * and [numBlocks, blockSize, Hkv, Dv] values (float32), on the model's device. Before each step
+ * and [numBlocks, blockSize, Hkv, Dv] values (float32, or bfloat16 / float16: the cache in the
+ * model's dtype, as generate keeps it), on the model's device. Before each step
  * the engine describes the ragged batch (`setStep`): every token's sequence row, position and
  * slot, and the block table of every sequence; each layer then writes its new keys/values to their
  * slots and attends through the block tables.
@@ -14,8 +15,12 @@ import { empty } from "../tensor/ops.js";
 import { pagedAttention, pagedKVWrite } from "../tensor/paged_attention.js";
 import { keep } from "../tensor/scope.js";
 import type { Tensor } from "../tensor/tensor.js";
+import type { DType } from "../tensor/dtype.js";
 import { KVCache, LayerKVCache } from "../transformers/cache_utils.js";
 import type { LinearAttentionState } from "../transformers/cache_linear_attention.js";
+
+/** Dtypes of the block pools. */
+export type PoolDType = Extract<DType, "float32" | "bfloat16" | "float16">;
 
 /** Shapes of the attention layers' keys/values. */
 export interface KVShape {
@@ -60,17 +65,17 @@ export class PagedKVCache extends KVCache {
   private readonly vPools: Tensor[] = [];
   private step: StepTensors | null = null;
 
-  /** Bytes of one block over every layer (keys and values, float32). */
-  static blockBytes(s: KVShape, blockSize: number): number {
-    return s.numLayers * blockSize * s.numKvHeads * s.headDim * 2 * 4;
+  /** Bytes of one block over every layer (keys and values of `dtype`). */
+  static blockBytes(s: KVShape, blockSize: number, dtype: PoolDType = "float32"): number {
+    return s.numLayers * blockSize * s.numKvHeads * s.headDim * 2 * (dtype === "float32" ? 4 : 2);
   }
 
-  constructor(readonly shape: KVShape, readonly numBlocks: number, readonly blockSize: number, readonly device: Device) {
-    super(0);
+  constructor(readonly shape: KVShape, readonly numBlocks: number, readonly blockSize: number, readonly device: Device, dtype: PoolDType = "float32") {
+    super(0, "dynamic", 0, dtype);
     for (let i = 0; i < shape.numLayers; i++) {
       this.layers.push(new PagedLayer(this, i));
-      this.kPools.push(keep(empty([numBlocks, blockSize, shape.numKvHeads, shape.headDim], "float32", device)));
-      this.vPools.push(keep(empty([numBlocks, blockSize, shape.numKvHeads, shape.headDim], "float32", device)));
+      this.kPools.push(keep(empty([numBlocks, blockSize, shape.numKvHeads, shape.headDim], dtype, device)));
+      this.vPools.push(keep(empty([numBlocks, blockSize, shape.numKvHeads, shape.headDim], dtype, device)));
     }
   }
 

@@ -19,6 +19,33 @@ export class ApiError extends Error {
 
 export const badRequest = (message: string, param: string | null = null) => new ApiError(400, message, "invalid_request_error", param);
 
+/** One error of Ajv (as Fastify passes it in `validation`). */
+export interface SchemaError { keyword: string; instancePath: string; message?: string; params: Record<string, unknown> }
+
+/**
+ * A validation failure as one readable line and the field it names: Ajv reports each branch of an
+ * `anyOf` separately ("must be number, must be null, must match a schema in anyOf"); here the
+ * branches of a field merge into one clause ("temperature must be number or null"), and a bound a
+ * value broke wins over the type alternatives ("max_tokens must be >= 1").
+ */
+export function describeSchemaErrors(errors: SchemaError[]): { message: string; param: string | null } {
+  const byField = new Map<string, SchemaError[]>();
+  for (const e of errors) {
+    if (e.keyword === "anyOf" || e.keyword === "oneOf") continue;
+    const field = e.keyword === "required" ? [e.instancePath.slice(1), e.params.missingProperty].filter(Boolean).join("/") : e.instancePath.slice(1);
+    byField.set(field, [...(byField.get(field) ?? []), e]);
+  }
+  const clauses = [...byField].map(([field, es]) => {
+    const name = field.replace(/\//g, ".") || "body";
+    const bounds = es.filter((e) => e.keyword !== "type");
+    if (bounds.length) return `${name} ${[...new Set(bounds.map((e) => e.keyword === "required" ? "is required" : e.message))].join(", ")}`;
+    const types = [...new Set(es.map((e) => String(e.params.type)))];
+    return `${name} must be ${types.length > 1 ? `${types.slice(0, -1).join(", ")} or ${types.at(-1)}` : types[0]}`;
+  });
+  const first = [...byField.keys()][0];
+  return { message: clauses.join("; "), param: first ? first.split("/")[0] : null };
+}
+
 const nullable = (schema: object) => ({ anyOf: [schema, { type: "null" }] });
 const tokenIds = { type: "array", items: { type: "integer", minimum: 0 }, minItems: 1 };
 

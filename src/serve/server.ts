@@ -13,7 +13,7 @@ import type { PreTrainedTokenizer } from "../transformers/tokenization.js";
 import { Engine, QueueFullError, type EngineOptions } from "./engine.js";
 import { chatCompletions, completions, needTokenizer, type RouteContext } from "./generation_routes.js";
 import { ServeMetrics } from "./metrics.js";
-import { ApiError, badRequest, chatSchema, completionSchema, detokenizeSchema, tokenizeSchema } from "./protocol.js";
+import { ApiError, badRequest, chatSchema, completionSchema, describeSchemaErrors, detokenizeSchema, tokenizeSchema, type SchemaError } from "./protocol.js";
 
 export interface ServerOptions extends EngineOptions {
   /** The model name clients send (`model`); requests naming another get 404. */
@@ -66,7 +66,10 @@ export function createServer(model: PreTrainedModel, tokenizer: PreTrainedTokeni
     let e: ApiError;
     if (err instanceof ApiError) e = err;
     else if (err instanceof QueueFullError) e = new ApiError(429, err.message, "rate_limit_exceeded", null, { "retry-after": "1" });
-    else if ((err as FastifyError).validation) e = badRequest(`invalid request body: ${err.message}`);
+    else if ((err as FastifyError).validation) {
+      const { message, param } = describeSchemaErrors((err as FastifyError).validation as SchemaError[]);
+      e = badRequest(`invalid request body: ${message}`, param);
+    }
     else if ((err as FastifyError).statusCode === 413) e = new ApiError(413, `request body is larger than the server's limit of ${o.maxBodyBytes} bytes`, "invalid_request_error");
     else if ((err as FastifyError).statusCode && (err as FastifyError).statusCode! < 500) e = badRequest(err.message);
     else e = new ApiError(500, err.message, "server_error");

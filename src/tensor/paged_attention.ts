@@ -12,9 +12,13 @@ function expect(op: string, name: string, t: Tensor, dtype: string, ndim: number
   if (t.dtype !== dtype || t.ndim !== ndim) throw new TypeError(`${op}: ${name} must be a ${ndim}-D ${dtype} tensor, got [${t.shape}] ${t.dtype}`);
 }
 
+/** Dtypes a block pool may hold: float32, or a half-precision KV cache in the model's dtype. */
+export const POOL_DTYPES = ["float32", "bfloat16", "float16"] as const;
+
 function checkPools(op: string, kCache: Tensor, vCache: Tensor): void {
-  expect(op, "kCache", kCache, "float32", 4);
-  expect(op, "vCache", vCache, "float32", 4);
+  if (!(POOL_DTYPES as readonly string[]).includes(kCache.dtype)) throw new TypeError(`${op}: kCache must be float32, bfloat16 or float16, got ${kCache.dtype}`);
+  expect(op, "kCache", kCache, kCache.dtype, 4);
+  expect(op, "vCache", vCache, kCache.dtype, 4);
   const [N, bs, H] = kCache.shape;
   if (vCache.shape[0] !== N || vCache.shape[1] !== bs || vCache.shape[2] !== H) {
     throw new RangeError(`${op}: kCache [${kCache.shape}] and vCache [${vCache.shape}] must agree on blocks, block size and heads`);
@@ -24,7 +28,8 @@ function checkPools(op: string, kCache: Tensor, vCache: Tensor): void {
 
 /**
  * Store k [T, Hkv, D] and v [T, Hkv, Dv] into the pools kCache [N, bs, Hkv, D] / vCache
- * [N, bs, Hkv, Dv] (float32, contiguous, written in place) at `slots` [T] int32
+ * [N, bs, Hkv, Dv] (float32, bfloat16 or float16, one dtype, contiguous, written in place: values
+ * rounded to the pools' dtype) at `slots` [T] int32
  * (slot = block * bs + offset in block). Throws on mismatched shapes or dtypes; a kernel that can
  * read the slots throws RangeError for one outside [0, N * bs).
  */

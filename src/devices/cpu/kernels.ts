@@ -88,12 +88,12 @@ export function cpuKernels(): Partial<KernelSignatures> {
     },
     pagedKVWrite: (k, v, kc, vc, slots) => {
       const [N, bs, Hkv, D] = kc.shape;
-      native().pagedKVWrite(buf(k), buf(v), buf(kc), buf(vc), buf(slots), slots.shape[0], N, bs, Hkv, D, vc.shape[3]);
+      native().pagedKVWrite(buf(k), buf(v), buf(kc), buf(vc), buf(slots), slots.shape[0], N, bs, Hkv, D, vc.shape[3], code(kc));
     },
     pagedAttention: (q, kc, vc, tables, seq, pos, out, p) => {
       const [T, Hq, D] = q.shape, [N, bs, Hkv] = kc.shape;
       native().pagedAttention(buf(q), buf(kc), buf(vc), buf(tables), buf(seq), buf(pos), buf(out),
-        T, Hq, Hkv, D, vc.shape[3], N, bs, tables.shape[0], tables.shape[1], p.scale, p.softcap, p.window);
+        T, Hq, Hkv, D, vc.shape[3], N, bs, tables.shape[0], tables.shape[1], p.scale, p.softcap, p.window, code(kc));
     },
     rmsNorm: (x, w, out, eps, offset) => native().rmsNorm(buf(x), buf(w), code(w), buf(out), rowsOf(x), last(x), eps, offset),
     causalConv1d: (x, w, state, out, stateOut) => {

@@ -158,22 +158,24 @@ export interface NativeCpu {
   /**
    * Paged KV write: for t < T, row t of k [T, Hkv, D] goes to slot slots[t] of kCache
    * [N, bs, Hkv, D] (slot = block * bs + offset), and likewise v [T, Hkv, Dv] into vCache.
-   * float32 except slots (int32). A slot outside [0, N * bs) throws RangeError naming it.
+   * k, v float32; the pools of kvDtype (float32, float16 or bfloat16: rounded to nearest even);
+   * slots int32. A slot outside [0, N * bs) throws RangeError naming it.
    */
   pagedKVWrite(k: Buf, v: Buf, kCache: Buf, vCache: Buf, slots: Buf, T: number, N: number, bs: number,
-               Hkv: number, D: number, Dv: number): void;
+               Hkv: number, D: number, Dv: number, kvDtype: number): void;
 
   /**
    * Paged attention over a ragged batch: query token t (q [T, Hq, D] float32) of sequence
    * s = tokenSeq[t] at position p = tokenPos[t] attends, with grouped kv heads, to the keys at
    * positions max(0, p - window + 1) .. p (window 0 = all) of its sequence, position j being slot
    * blockTables[s * maxBlocks + j / bs] * bs + j % bs of kCache [N, bs, Hkv, D] / vCache
-   * [N, bs, Hkv, Dv]. score = (q . k) * scale, soft-capped when softcap > 0, softmax in float32,
-   * out [T, Hq, Dv] = p @ v. Int32 tables/tokenSeq/tokenPos; an entry outside its range throws.
+   * [N, bs, Hkv, Dv] (pools of kvDtype, read as float32). score = (q . k) * scale, soft-capped
+   * when softcap > 0, softmax in float32, out [T, Hq, Dv] = p @ v. Int32 tables/tokenSeq/tokenPos;
+   * an entry outside its range throws.
    */
   pagedAttention(q: Buf, kCache: Buf, vCache: Buf, blockTables: Buf, tokenSeq: Buf, tokenPos: Buf, out: Buf,
                  T: number, Hq: number, Hkv: number, D: number, Dv: number, N: number, bs: number,
-                 S: number, maxBlocks: number, scale: number, softcap: number, window: number): void;
+                 S: number, maxBlocks: number, scale: number, softcap: number, window: number, kvDtype: number): void;
 
   /** RMSNorm over the last axis of contiguous float32 [rows, n]:
    * out = x / sqrt(mean(x^2) + eps) * (offset + w); w [n] of wDtype (offset is 1 for Gemma). */

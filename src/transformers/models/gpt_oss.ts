@@ -19,6 +19,7 @@ import type { RawTensor } from "../../hub/index.js";
 import { RotaryAttention, type RotaryAttentionOptions } from "../../nn/attention.js";
 import { ExpertWeights, type ExpertMatrices } from "../../nn/expert_weights.js";
 import { Embedding, Linear, RMSNorm } from "../../nn/layers.js";
+import { useKernelForwardFromHub, type KernelMoeBlock } from "../../nn/kernel_hub.js";
 import { Module } from "../../nn/module.js";
 import { add, embedding, gatherLinear, maximum, minimum, mul, sigmoid, softmax, sum, topk } from "../../tensor/ops.js";
 import { tidy } from "../../tensor/scope.js";
@@ -87,7 +88,7 @@ class GptOssTopKRouter extends Linear {
 }
 
 /** GptOssMLP: `router` and `experts` (gate_up_proj(_bias), down_proj(_bias) or their MXFP4 form). */
-class GptOssMLP extends Module {
+class GptOssMLP extends Module implements KernelMoeBlock {
   readonly router: GptOssTopKRouter;
   readonly experts: ExpertWeights;
 
@@ -117,7 +118,12 @@ class GptOssMLP extends Module {
       return sum(mul(y.view(T, k, H), weights.unsqueeze(2)), 1).view(B, L, H);
     });
   }
+
+  kernelMoe(): string {
+    return "gpt-oss experts use a clamped SwiGLU (sigmoid(1.702 g) g (u + 1)) with biases on interleaved gate/up rows; the MoE kernel contract is silu(gate) * up without biases";
+  }
 }
+useKernelForwardFromHub("MoE")(GptOssMLP);
 
 // ------------------------------------------------------------------ causal LM
 

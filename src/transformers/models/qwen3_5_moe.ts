@@ -13,6 +13,7 @@
  */
 import { FusedExperts } from "../../nn/fused_experts.js";
 import { Linear } from "../../nn/layers.js";
+import { useKernelForwardFromHub, type KernelMoeBlock, type KernelMoeParts } from "../../nn/kernel_hub.js";
 import { GatedMLP } from "../../nn/mlp.js";
 import { Module, type Parameter } from "../../nn/module.js";
 import { routeTopK } from "../../nn/moe.js";
@@ -53,7 +54,7 @@ class TopKRouter extends Module {
 }
 
 /** Qwen3_5MoeSparseMoeBlock: x [B, L, H] -> float32 [B, L, H]. */
-export class Qwen3_5MoeSparseMoeBlock extends Module {
+export class Qwen3_5MoeSparseMoeBlock extends Module implements KernelMoeBlock {
   readonly gate: TopKRouter;
   readonly experts: FusedExperts;
   readonly shared_expert: GatedMLP;
@@ -72,13 +73,30 @@ export class Qwen3_5MoeSparseMoeBlock extends Module {
     return tidy(() => {
       const [B, L, H] = x.shape;
       const flat = x.reshape(B * L, H);
-      const { weights, indices } = routeTopK(linear(flat, this.gate.weight.value), this.c.numExpertsPerTok, true);
-      const routed = this.experts.forward(flat, weights, indices);
-      const shared = mul(sigmoid(this.shared_expert_gate.forward(flat)), this.shared_expert.forward(flat));
-      return add(routed, shared).view(B, L, H);
+      const { weights, indices } = this.route(flat);
+      return this.finish(flat, this.experts.forward(flat, weights, indices)).view(B, L, H);
     });
   }
+
+  private route(flat: Tensor): { weights: Tensor; indices: Tensor } {
+    return routeTopK(linear(flat, this.gate.weight.value), this.c.numExpertsPerTok, true);
+  }
+
+  /** Routed sum [T, H] plus the sigmoid-gated shared expert of `flat` [T, H]. */
+  private finish(flat: Tensor, routed: Tensor): Tensor {
+    return add(routed, mul(sigmoid(this.shared_expert_gate.forward(flat)), this.shared_expert.forward(flat)));
+  }
+
+  kernelMoe(): KernelMoeParts | string {
+    if (this.c.hiddenAct !== "silu") return `its experts' activation is ${this.c.hiddenAct}; the MoE kernel contract is silu`;
+    return {
+      route: (flat) => this.route(flat),
+      experts: () => ({ gateUp: this.experts.gate_up_proj.value, down: this.experts.down_proj.value }),
+      finish: (flat, routed) => this.finish(flat, routed),
+    };
+  }
 }
+useKernelForwardFromHub("MoE")(Qwen3_5MoeSparseMoeBlock);
 
 // ------------------------------------------------------------------ causal LM
 

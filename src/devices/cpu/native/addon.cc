@@ -373,18 +373,22 @@ napi_value Sdpa(napi_env env, napi_callback_info info) {
   return undefined(env);
 }
 
-// pagedKVWrite(k, v, kCache, vCache, slots, T, N, bs, Hkv, D, Dv): store rows at their slots.
+// pagedKVWrite(k, v, kCache, vCache, slots, T, N, bs, Hkv, D, Dv, kvDtype): store rows at their
+// slots (pools of kvDtype: float32, float16 or bfloat16).
 napi_value PagedKVWrite(napi_env env, napi_callback_info info) {
-  Args args(env, info, "pagedKVWrite", 11);
+  Args args(env, info, "pagedKVWrite", 12);
   const Buffer k = args.buffer(0, "k"), v = args.buffer(1, "v");
   const Buffer kc = args.buffer(2, "kCache"), vc = args.buffer(3, "vCache");
   const Buffer slots = args.buffer(4, "slots");
   const int64_t T = args.integer(5, "T"), N = args.integer(6, "N"), bs = args.integer(7, "bs", 1);
   const int64_t H = args.integer(8, "Hkv"), D = args.integer(9, "D"), Dv = args.integer(10, "Dv");
+  const int kvdt = args.dtype(11, "kvDtype");
+  if (args.failed()) return nullptr;
+  if (!args.check(dtype_is_float(kvdt), true, "kvDtype must be float32, float16 or bfloat16")) return nullptr;
   args.fits(k, kF32, {T, H, D});
   args.fits(v, kF32, {T, H, Dv});
-  args.fits(kc, kF32, {N, bs, H, D});
-  args.fits(vc, kF32, {N, bs, H, Dv});
+  args.fits(kc, kvdt, {N, bs, H, D});
+  args.fits(vc, kvdt, {N, bs, H, Dv});
   args.fits(slots, kI32, {T});
   if (args.failed()) return nullptr;
   const int32_t* sl = static_cast<const int32_t*>(slots.data);
@@ -393,15 +397,15 @@ napi_value PagedKVWrite(napi_env env, napi_callback_info info) {
                     sl[t], static_cast<long long>(t), static_cast<long long>(N * bs)))
       return nullptr;
   }
-  paged_kv_write(static_cast<const float*>(k.data), static_cast<const float*>(v.data),
-                 static_cast<float*>(kc.data), static_cast<float*>(vc.data), sl, T, H * D, H * Dv);
+  paged_kv_write(static_cast<const float*>(k.data), static_cast<const float*>(v.data), kc.data, vc.data, kvdt,
+                 sl, T, H * D, H * Dv);
   return undefined(env);
 }
 
 // pagedAttention(q, kCache, vCache, blockTables, tokenSeq, tokenPos, out, T, Hq, Hkv, D, Dv, N, bs,
-//                S, maxBlocks, scale, softcap, window): attention through block tables.
+//                S, maxBlocks, scale, softcap, window, kvDtype): attention through block tables.
 napi_value PagedAttention(napi_env env, napi_callback_info info) {
-  Args args(env, info, "pagedAttention", 19);
+  Args args(env, info, "pagedAttention", 20);
   const Buffer q = args.buffer(0, "q"), kc = args.buffer(1, "kCache"), vc = args.buffer(2, "vCache");
   const Buffer tables = args.buffer(3, "blockTables"), seq = args.buffer(4, "tokenSeq");
   const Buffer pos = args.buffer(5, "tokenPos"), out = args.buffer(6, "out");
@@ -410,12 +414,14 @@ napi_value PagedAttention(napi_env env, napi_callback_info info) {
   const int64_t bs = args.integer(13, "bs", 1), S = args.integer(14, "S"), mb = args.integer(15, "maxBlocks");
   const double scale = args.number(16, "scale"), softcap = args.number(17, "softcap");
   const int64_t window = args.integer(18, "window");
+  const int kvdt = args.dtype(19, "kvDtype");
   if (args.failed()) return nullptr;
+  if (!args.check(dtype_is_float(kvdt), true, "kvDtype must be float32, float16 or bfloat16")) return nullptr;
   args.check(Hq % Hkv == 0, false, "Hq = %lld is not a multiple of Hkv = %lld",
              static_cast<long long>(Hq), static_cast<long long>(Hkv));
   args.fits(q, kF32, {T, Hq, D});
-  args.fits(kc, kF32, {N, bs, Hkv, D});
-  args.fits(vc, kF32, {N, bs, Hkv, Dv});
+  args.fits(kc, kvdt, {N, bs, Hkv, D});
+  args.fits(vc, kvdt, {N, bs, Hkv, Dv});
   args.fits(tables, kI32, {S, mb});
   args.fits(seq, kI32, {T});
   args.fits(pos, kI32, {T});
@@ -438,9 +444,8 @@ napi_value PagedAttention(napi_env env, napi_callback_info info) {
         return nullptr;
     }
   }
-  PagedAttentionArgs p{static_cast<const float*>(q.data), static_cast<const float*>(kc.data),
-                       static_cast<const float*>(vc.data), tb, sq, ps, static_cast<float*>(out.data),
-                       T, Hq, Hkv, D, Dv, bs, mb, static_cast<float>(scale), static_cast<float>(softcap), window};
+  PagedAttentionArgs p{static_cast<const float*>(q.data), kc.data, vc.data, tb, sq, ps, static_cast<float*>(out.data),
+                       T, Hq, Hkv, D, Dv, bs, mb, static_cast<float>(scale), static_cast<float>(softcap), window, kvdt};
   paged_attention(p);
   return undefined(env);
 }

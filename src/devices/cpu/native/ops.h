@@ -87,15 +87,16 @@ void gated_delta_rule(const float* q, const float* k, const float* v, const floa
                       const float* beta, const float* state, float* out, float* state_out,
                       int64_t B, int64_t L, int64_t H, int64_t Dk, int64_t Dv);
 // paged_attention.cc (slots, sequence rows and positions already checked to be in range)
-void paged_kv_write(const float* k, const float* v, float* k_cache, float* v_cache,
+void paged_kv_write(const float* k, const float* v, void* k_cache, void* v_cache, int kv_dtype,
                     const int32_t* slots, int64_t T, int64_t k_row, int64_t v_row);
 struct PagedAttentionArgs {
-  const float* q; const float* k_cache; const float* v_cache;
+  const float* q; const void* k_cache; const void* v_cache;  // pools of kv_dtype
   const int32_t* tables; const int32_t* seq; const int32_t* pos;
   float* out;
   int64_t T, Hq, Hkv, D, Dv, bs, max_blocks;
   float scale, softcap;
   int64_t window;
+  int kv_dtype;
 };
 void paged_attention(const PagedAttentionArgs& a);
 

@@ -13,7 +13,13 @@ import { bufferOf, deviceOf } from "./common.js";
 import { MAX_HEAD, WG, WG_REDUCE } from "./attention.js";
 import { entry, LIBRARY } from "./wgsl.js";
 
+/** The WGSL kernels read and write float32 pools only. */
+function float32Pools(op: string, kCache: TensorView): void {
+  if (kCache.dtype !== "float32") throw new TypeError(`webgpu: ${op} needs float32 block pools, got ${kCache.dtype}`);
+}
+
 function pagedKVWrite(k: TensorView, v: TensorView, kCache: TensorView, vCache: TensorView, slots: TensorView): void {
+  float32Pools("paged_kv_write", kCache);
   const dev = deviceOf(kCache);
   const T = slots.shape[0], [, , H, D] = kCache.shape, Dv = vCache.shape[3];
   const prog = dev.dispatcher.program("paged_kv_write", ["read", "read", "write"], () => `${LIBRARY}
@@ -34,6 +40,7 @@ ${entry(256)} {
 }
 
 function pagedAttention(q: TensorView, kCache: TensorView, vCache: TensorView, tables: TensorView, seq: TensorView, pos: TensorView, out: TensorView, p: PagedAttentionParams): void {
+  float32Pools("paged_attention", kCache);
   const dev = deviceOf(out);
   const [T, Hq, D] = q.shape, [, bs, Hkv] = kCache.shape, Dv = vCache.shape[3];
   if (D > MAX_HEAD || Dv > MAX_HEAD) throw new RangeError(`webgpu: attention head size ${Math.max(D, Dv)} exceeds ${MAX_HEAD}`);
