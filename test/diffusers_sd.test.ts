@@ -22,7 +22,7 @@ import { openDevice } from "../src/devices/registry.js";
 import { loadCheckpoint } from "../src/hub/index.js";
 import { tensor } from "../src/tensor/index.js";
 import type { Tensor } from "../src/tensor/tensor.js";
-import { CLI, maxAbsDiff, missing, readJson, SHARED } from "./helpers/shared.js";
+import { CLI, maxAbsDiff, missing, readJson, ROOT, SHARED } from "./helpers/shared.js";
 import { startMockHub, writeSafetensors } from "./helpers/mock_hub.js";
 import { webgpuOrSkip } from "./helpers/webgpu.js";
 
@@ -166,6 +166,19 @@ test("sd_tiny with float16 and bfloat16 weights: weights stay half precision, im
     const d = maxAbsDiff(await (out.images as Tensor).data() as Float32Array, flat(c.image));
     assert.ok(d < 2e-2, `${dtype}: image max diff ${d}`);
   }
+});
+
+test("sd_tiny AutoencoderKL.encode: the latent distribution's mean and logvar within 1e-4 of diffusers (test/data/diffusers_vae_encode.py)", async (t) => {
+  const skip = missing(SD);
+  if (skip) return t.skip(skip);
+  const ref = JSON.parse(readFileSync(path.join(ROOT, "test/data/diffusers_vae_encode.json"), "utf8")) as { shape: number[]; mean: unknown; logvar: unknown };
+  const pipe = await DiffusionPipeline.fromPretrained<StableDiffusionPipeline>(SD);
+  const [, C, H, W] = ref.shape;
+  const x = Float32Array.from({ length: C * H * W }, (_, i) => Math.sin(0.3 * Math.floor((i % (H * W)) / W) + 0.7 * (i % W) + 1.1 * Math.floor(i / (H * W))));
+  const { mean, logvar } = pipe.vae.encode(tensor(x, { shape: ref.shape }));
+  assert.deepEqual(mean.shape, [1, 4, H / 2, W / 2]);
+  const dm = maxAbsDiff(await mean.data() as Float32Array, flat(ref.mean)), dl = maxAbsDiff(await logvar.data() as Float32Array, flat(ref.logvar));
+  assert.ok(dm <= 1e-4 && dl <= 1e-4, `mean max diff ${dm}, logvar max diff ${dl}`);
 });
 
 test("sd_tiny pil output: the saved PNG is within one level of diffusers' PNG", async (t) => {
