@@ -11,6 +11,14 @@
 #include <limits>
 #include <vector>
 
+#if defined(TSORCH_X86_KERNELS)
+// GCC 12's AVX-512 headers trip -Wuninitialized on their own _mm512_undefined_*().
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+#endif
+
+#include "cpu.h"
 #include "dtype.h"
 #include "gemm.h"
 #include "ops.h"
@@ -34,6 +42,72 @@ KeyRange visible(const SdpaArgs& a, int64_t i) {
   return {std::min(lo, a.Lk), hi};
 }
 
+#if defined(TSORCH_X86_KERNELS)
+#define TSORCH_AVX512 __attribute__((target("avx512f,fma")))
+
+// exp(x) for x <= 0 (Cephes' expf: x = n ln2 + r, |r| <= ln2 / 2, a degree-7 polynomial in r,
+// then 2^n by scalef; within 2 ulp). exp(x) = 0 below -87.33 (and for -inf); NaN stays NaN.
+TSORCH_AVX512 inline __m512 exp_nonpositive(__m512 x) {
+  const __m512 lo = _mm512_set1_ps(-87.33654f);
+  const __mmask16 under = _mm512_cmp_ps_mask(x, lo, _CMP_LT_OQ);
+  x = _mm512_mask_mov_ps(x, under, lo);
+  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
+  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
+  __m512 p = _mm512_set1_ps(1.9875691500e-4f);
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+  p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.f)));
+  return _mm512_maskz_mov_ps(static_cast<__mmask16>(~under), _mm512_scalef_ps(p, n));
+}
+
+// The softmax of scores_to_probs over v[0..n) (already without masked keys) when there is no
+// soft-capping: v = v * scale + m (m may be null), then probabilities with the optional sink.
+// Returns false when every logit is -inf (then v is all zeros).
+TSORCH_AVX512 bool softmax_row_avx512(float* v, int64_t n, float scale, const float* m, bool has_sink,
+                                      float sink) {
+  const __m512 vs = _mm512_set1_ps(scale), ninf = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
+  __m512 vmx = ninf;
+  for (int64_t j = 0; j < n; j += 16) {
+    const __mmask16 k = n - j >= 16 ? 0xffff : static_cast<__mmask16>((1u << (n - j)) - 1);
+    __m512 x = _mm512_mul_ps(_mm512_maskz_loadu_ps(k, v + j), vs);
+    if (m) x = _mm512_add_ps(x, _mm512_maskz_loadu_ps(k, m + j));
+    _mm512_mask_storeu_ps(v + j, k, x);
+    vmx = _mm512_mask_max_ps(vmx, k, vmx, x);
+  }
+  float mx = _mm512_reduce_max_ps(vmx);
+  if (mx == -std::numeric_limits<float>::infinity()) {
+    std::fill(v, v + n, 0.f);
+    return false;
+  }
+  if (has_sink) mx = sink > mx ? sink : mx;
+  const __m512 vmax = _mm512_set1_ps(mx);
+  __m512 acc = _mm512_setzero_ps();
+  for (int64_t j = 0; j < n; j += 16) {
+    const __mmask16 k = n - j >= 16 ? 0xffff : static_cast<__mmask16>((1u << (n - j)) - 1);
+    const __m512 e = exp_nonpositive(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, v + j), vmax));
+    _mm512_mask_storeu_ps(v + j, k, e);
+    acc = _mm512_mask_add_ps(acc, k, acc, e);
+  }
+  const float inv = 1.f / (_mm512_reduce_add_ps(acc) + (has_sink ? std::exp(sink - mx) : 0.f));
+  const __m512 vinv = _mm512_set1_ps(inv);
+  for (int64_t j = 0; j < n; j += 16) {
+    const __mmask16 k = n - j >= 16 ? 0xffff : static_cast<__mmask16>((1u << (n - j)) - 1);
+    _mm512_mask_storeu_ps(v + j, k, _mm512_mul_ps(_mm512_maskz_loadu_ps(k, v + j), vinv));
+  }
+  return true;
+}
+
+bool use_avx512() {
+  static const bool on = std::strcmp(gemm_kernels().name, "avx512") == 0;
+  return on;
+}
+#endif
+
 // Turns raw scores s[0..nk) for keys [k0, k0 + nk) of query (b, h, i) into probabilities (zero
 // for masked keys). Returns false when every key is masked (then the row is all zeros).
 bool scores_to_probs(const SdpaArgs& a, float* s, int64_t k0, int64_t nk, int64_t b, int64_t h,
@@ -45,11 +119,15 @@ bool scores_to_probs(const SdpaArgs& a, float* s, int64_t k0, int64_t nk, int64_
   std::fill(s + hi, s + nk, 0.f);
   float* v = s + lo;
   const int64_t n = hi - lo;
+  const float* m = a.mask ? a.mask + b * a.ms[0] + h * a.ms[1] + i * a.ms[2] + k0 + lo : nullptr;
+#if defined(TSORCH_X86_KERNELS)
+  if (a.softcap <= 0 && use_avx512())
+    return softmax_row_avx512(v, n, a.scale, m, a.sinks != nullptr, a.sinks ? a.sinks[h] : 0.f);
+#endif
   for (int64_t j = 0; j < n; ++j) v[j] *= a.scale;
   if (a.softcap > 0)
     for (int64_t j = 0; j < n; ++j) v[j] = a.softcap * std::tanh(v[j] / a.softcap);
-  if (a.mask) {
-    const float* m = a.mask + b * a.ms[0] + h * a.ms[1] + i * a.ms[2] + k0 + lo;
+  if (m) {
     for (int64_t j = 0; j < n; ++j) v[j] += m[j];
   }
   float mx = kNegInf;
