@@ -1,6 +1,7 @@
 /**
  * `npm run bench -- --model DIR [--device cpu|webgpu] [--threads N] [--peer-python PATH]`
- * `npm run bench -- --pipeline DIR [--device D]`: a diffusers pipeline instead (bench/diffusion.ts).
+ * `npm run bench -- --pipeline DIR [--device D] [--steps N] [--sizes HxW,HxW] [--peer-python PATH]`:
+ * a diffusers pipeline instead (bench/diffusion.ts).
  * (--threads: the cpu thread pool's size, default TSORCH_NUM_THREADS, else every CPU this process
  * may use; the report's "threads" is the size the pool really has. Bad flags: one line, exit 2.)
  *
@@ -19,7 +20,7 @@ import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
 
 const PROMPT = 32, NEW_TOKENS = 64;
-const USAGE = "usage: npm run bench -- [--model DIR | --pipeline DIR] [--device cpu|webgpu] [--threads N] [--peer-python PATH]";
+const USAGE = "usage: npm run bench -- [--model DIR | --pipeline DIR [--steps N] [--sizes HxW,HxW]] [--device cpu|webgpu] [--threads N] [--peer-python PATH]";
 
 /** Print a one-line error and the usage, exit 2. */
 function usageError(message: string): never {
@@ -32,7 +33,8 @@ function parseFlags() {
   let values;
   try {
     ({ values } = parseArgs({
-      options: { model: { type: "string" }, device: { type: "string", default: "cpu" }, threads: { type: "string" }, "peer-python": { type: "string" }, pipeline: { type: "string" } },
+      options: { model: { type: "string" }, device: { type: "string", default: "cpu" }, threads: { type: "string" }, "peer-python": { type: "string" }, pipeline: { type: "string" },
+        steps: { type: "string" }, sizes: { type: "string" } },
     }));
   } catch (e) {
     usageError((e as Error).message.replace(/\s*\n\s*/g, " "));
@@ -40,9 +42,12 @@ function parseFlags() {
   if (values.device !== "cpu" && values.device !== "webgpu") usageError(`--device must be cpu or webgpu, got '${values.device}'`);
   if (values.threads !== undefined && !/^[1-9][0-9]*$/.test(values.threads)) usageError(`--threads expects a positive integer, got '${values.threads}'`);
   if (values.model !== undefined && !(existsSync(values.model) && statSync(values.model).isDirectory())) usageError(`--model: no such folder: ${values.model}`);
-  if (values["peer-python"] !== undefined && values.model === undefined) usageError("--peer-python needs --model");
+  if (values["peer-python"] !== undefined && values.model === undefined && values.pipeline === undefined) usageError("--peer-python needs --model or --pipeline");
   if (values.pipeline !== undefined && !(existsSync(values.pipeline) && statSync(values.pipeline).isDirectory())) usageError(`--pipeline: no such folder: ${values.pipeline}`);
   if (values.pipeline !== undefined && values.model !== undefined) usageError("--pipeline and --model are separate benchmarks; give one");
+  if (values.steps !== undefined && !/^[1-9][0-9]*$/.test(values.steps)) usageError(`--steps expects a positive integer, got '${values.steps}'`);
+  if (values.sizes !== undefined && !/^\d+x\d+(,\d+x\d+)*$/.test(values.sizes)) usageError(`--sizes expects HxW[,HxW...], got '${values.sizes}'`);
+  if ((values.steps !== undefined || values.sizes !== undefined) && values.pipeline === undefined) usageError("--steps and --sizes need --pipeline");
   return { ...values, device: values.device as string };
 }
 
@@ -114,8 +119,9 @@ async function modelBench(dir: string, device: string) {
 }
 
 if (values.pipeline) {
-  const { pipelineBench } = await import("./diffusion.js");
-  console.log(JSON.stringify({ device: values.device, threads, pipeline_dir: path.resolve(values.pipeline), ...(await pipelineBench(values.pipeline, values.device)) }, null, 2));
+  const { parseSizes, pipelineBench } = await import("./diffusion.js");
+  const opts = { steps: values.steps ? Number(values.steps) : undefined, sizes: values.sizes ? parseSizes(values.sizes) : undefined, peerPython: values["peer-python"] };
+  console.log(JSON.stringify({ device: values.device, threads, pipeline_dir: path.resolve(values.pipeline), ...(await pipelineBench(values.pipeline, values.device, threads, opts)) }, null, 2));
   process.exit(0);
 }
 const report: Record<string, unknown> = { device: values.device, threads, prompt: PROMPT, new_tokens: NEW_TOKENS };

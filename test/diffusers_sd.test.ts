@@ -15,9 +15,11 @@ import { test } from "node:test";
 import { promisify } from "node:util";
 import { PNG } from "pngjs";
 import {
-  DDIMScheduler, DiffusionPipeline, EulerDiscreteScheduler, PipelineImage, PreTrainedTokenizer, StableDiffusionPipeline,
+  CLIPTextModel, DDIMScheduler, DiffusionPipeline, EulerDiscreteScheduler, PipelineImage, PreTrainedTokenizer, StableDiffusionPipeline,
   schedulerFromConfig, type SchedulerMixin,
 } from "../src/diffusers/index.js";
+import { openDevice } from "../src/devices/registry.js";
+import { loadCheckpoint } from "../src/hub/index.js";
 import { tensor } from "../src/tensor/index.js";
 import type { Tensor } from "../src/tensor/tensor.js";
 import { CLI, maxAbsDiff, missing, readJson, SHARED } from "./helpers/shared.js";
@@ -97,6 +99,31 @@ test("sd_tiny: padded ids and CLIP text embeddings (prompt and negative) within 
   const embeds = pipe.encodePrompt([c.prompt, c.negative_prompt]);
   const d = maxAbsDiff(await embeds.data() as Float32Array, [...flat(c.prompt_embeds), ...flat(c.negative_prompt_embeds)]);
   assert.ok(d <= 1e-4, `embeddings max diff ${d}`);
+});
+
+test("CLIPTextModel pooled output (flux_tiny's CLIP, gelu, eos_token_id 999: the first eos) within 1e-4; eos_token_id 2 pools at argmax(ids), an absent eos id at 0", async (t) => {
+  const FLUX = path.join(SHARED, "fixtures/diffusers/flux_tiny");
+  const skip = missing(FLUX);
+  if (skip) return t.skip(skip);
+  const c = readJson(path.join(FLUX, "expected.json")).cases[0] as { clip_input_ids: number[]; pooled_prompt_embeds: number[][] };
+  const dir = path.join(FLUX, "text_encoder");
+  const config = readJson(path.join(dir, "config.json"));
+  const model = new CLIPTextModel(config);
+  model.loadWeights(await loadCheckpoint(dir), await openDevice("cpu"));
+  const { lastHiddenState, poolerOutput } = model.forward([c.clip_input_ids]);
+  const d = maxAbsDiff(await poolerOutput.data() as Float32Array, flat(c.pooled_prompt_embeds));
+  assert.ok(d <= 1e-4, `pooled max diff ${d}`);
+  // Legacy configs (eos_token_id 2) pool at argmax(ids): here the first 999 too, so the same row.
+  const legacy = new CLIPTextModel({ ...config, eos_token_id: 2 });
+  legacy.loadWeights(await loadCheckpoint(dir), await openDevice("cpu"));
+  const dl = maxAbsDiff(await legacy.forward([c.clip_input_ids]).poolerOutput.data() as Float32Array, flat(c.pooled_prompt_embeds));
+  assert.ok(dl <= 1e-4, `legacy pooled max diff ${dl}`);
+  // An eos id that does not occur pools at position 0 (argmax of all false), as transformers.
+  const absent = new CLIPTextModel({ ...config, eos_token_id: 5 });
+  absent.loadWeights(await loadCheckpoint(dir), await openDevice("cpu"));
+  const out = absent.forward([c.clip_input_ids]);
+  assert.deepEqual(await out.poolerOutput.data(), await out.lastHiddenState.select(0, 0).narrow(0, 0, 1).data());
+  assert.ok(maxAbsDiff(await lastHiddenState.select(0, 0).narrow(0, 0, 1).data() as Float32Array, Array.from(await out.poolerOutput.data() as Float32Array)) < 1e-6);
 });
 
 test("sd_tiny schedulers: timesteps, sigmas, init_noise_sigma and ᾱ as diffusers", async (t) => {

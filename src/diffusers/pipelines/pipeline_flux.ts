@@ -24,7 +24,7 @@ import type { AutoencoderKL } from "../models/autoencoder_kl.js";
 import { FluxTransformer2DModel } from "../models/transformer_flux.js";
 import { DiffusionPipeline, loadModelComponent, registerComponent, registerPipeline, type DiffusionCallOptions, type DiffusionOutput } from "../pipeline_utils.js";
 import { calculateShift, FlowMatchEulerDiscreteScheduler, linspace } from "../schedulers/scheduling_flow_match_euler_discrete.js";
-import { randn } from "./pipeline_stable_diffusion.js";
+import { randn } from "../randn.js";
 
 /**
  * Arguments of {@link FluxPipeline.call}: the common ones with FLUX's defaults (height and width

@@ -12,12 +12,12 @@
  * Classifier-free guidance runs when guidanceScale > 1. A seed gives the same image on every run
  * and device, but not PyTorch's (tsorch does not reproduce torch's random numbers).
  */
-import { Random } from "../../transformers/generation/rng.js";
 import type { PreTrainedTokenizer } from "../../transformers/tokenization.js";
 import type { CLIPTextModel } from "../../transformers/models/clip_text.js";
-import { add, cat, mul, sub, tensor, tidy } from "../../tensor/index.js";
+import { add, cat, mul, sub, tidy } from "../../tensor/index.js";
 import type { Tensor } from "../../tensor/tensor.js";
 import { denormalizeToNHWC, numpyToPil } from "../image_processor.js";
+import { randn } from "../randn.js";
 import type { AutoencoderKL } from "../models/autoencoder_kl.js";
 import type { UNet2DConditionModel } from "../models/unet_2d_condition.js";
 import { DiffusionPipeline, registerPipeline, type DiffusionCallOptions, type DiffusionOutput } from "../pipeline_utils.js";
@@ -28,20 +28,6 @@ export interface StableDiffusionCallOptions extends DiffusionCallOptions {
   negativePrompt?: string | string[];
   /** Default unet sample_size · vae scale factor; multiples of 8. numInferenceSteps default 50, guidanceScale 7.5 (guidance when > 1). */
   height?: number;
-}
-
-/** Standard-normal values from tsorch's seeded generator (Box–Muller). */
-export function randn(shape: number[], seed: number | undefined, device: Tensor["device"]): Tensor {
-  const rng = new Random(seed);
-  const n = shape.reduce((a, b) => a * b, 1);
-  const out = new Float32Array(n);
-  for (let i = 0; i < n; i += 2) {
-    const u = 1 - rng.next(), v = rng.next();
-    const r = Math.sqrt(-2 * Math.log(u));
-    out[i] = r * Math.cos(2 * Math.PI * v);
-    if (i + 1 < n) out[i + 1] = r * Math.sin(2 * Math.PI * v);
-  }
-  return tensor(out, { shape, device });
 }
 
 export class StableDiffusionPipeline extends DiffusionPipeline {
