@@ -7,3 +7,4 @@ export * from "../tensor/index.js";
 export { openDevice, getDevice, deviceTypes, registerDevice, registerDeviceLoader } from "../devices/registry.js";
 export { registerKernel, registerKernels, getKernel, registeredOps, type KernelSignatures, type OpName } from "../devices/kernels.js";
 export type { Device, Storage } from "../devices/device.js";
+export { compile, compiler, type CompileOptions, type CompilerStats } from "../compile/index.js";

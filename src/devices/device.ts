@@ -3,6 +3,7 @@
  * Kernels are registered separately, per op, in ./kernels.ts. Everything above devices/ talks to a
  * device only through this interface and the kernel registry.
  */
+import type { GraphExecutable, GraphSpec } from "./graph.js";
 
 /** A block of device memory. `handle` is backend-specific (cpu: a Uint8Array; webgpu: a GPUBuffer). */
 export interface Storage {
@@ -31,4 +32,9 @@ export interface Device {
   synchronize(): Promise<void>;
   /** Optional: give memory back early (otherwise the garbage collector frees it). */
   release?(storage: Storage): void;
+  /**
+   * Optional: prepare a captured graph (compile/) to run this device's way, e.g. as one recorded
+   * command sequence. Without it, graphs run through `replayKernels` (./graph.ts).
+   */
+  compileGraph?(spec: GraphSpec): GraphExecutable;
 }

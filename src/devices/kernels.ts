@@ -43,6 +43,18 @@ export interface PagedAttentionParams {
   window: number;
 }
 
+/** An operand of a fused step: input `input` of the fused kernel, or the value of an earlier step. */
+export type FusedOperand = { readonly input: number } | { readonly step: number };
+
+/** One step of a fused elementwise chain (compile/'s fusion pass): a float32 op on operands. */
+export interface FusedStep {
+  readonly op: UnaryOp | BinaryOp;
+  readonly args: readonly FusedOperand[];
+}
+
+/** Binary ops a fused chain may contain (float32 in, float32 out). */
+export const FUSABLE_BINARY: ReadonlySet<BinaryOp> = new Set(["add", "sub", "mul", "div", "maximum", "minimum", "pow"]);
+
 /** The ops a device implements. `out` tensors are freshly allocated and contiguous unless noted. */
 export interface KernelSignatures {
   /** dst[i] = cast(src[i]) over src's shape; both may be strided views (dst is written in place). */
@@ -134,6 +146,11 @@ export interface KernelSignatures {
   sort(x: TensorView, values: TensorView, indices: TensorView, descending: boolean): void;
   /** Row-wise top-k (largest first) of contiguous float32 [..., n]; values and int64 indices. */
   topk(x: TensorView, k: number, values: TensorView, indices: TensorView): void;
+  /** A fused chain of float32 elementwise ops, one pass (made by compile/, never by the front-end):
+   * inputs float32 strided views broadcast to out's shape; per element, each step applies its unary
+   * op or FUSABLE_BINARY op to inputs or earlier steps' values; the last step's value goes to out
+   * (float32). Every step's value is used once, by a later step, except the last. */
+  fusedElementwise(steps: readonly FusedStep[], inputs: TensorView[], out: TensorView): void;
 }
 
 export type OpName = keyof KernelSignatures;
@@ -152,10 +169,28 @@ export function registerKernels(deviceType: string, table: Partial<KernelSignatu
   for (const [op, fn] of Object.entries(table)) registerKernel(op as OpName, deviceType, fn as never);
 }
 
+/**
+ * Sees every kernel call made through getKernel while installed (compile/'s tracer): it gets the
+ * op, the device type, the kernel and its arguments, and must run the kernel itself.
+ */
+export type KernelObserver = (op: OpName, deviceType: string, kernel: Function, args: unknown[]) => void;
+let observer: KernelObserver | null = null;
+
+/** Install (or with null remove) the kernel observer; returns the previous one. */
+export function setKernelObserver(o: KernelObserver | null): KernelObserver | null {
+  const prev = observer;
+  observer = o;
+  return prev;
+}
+
 /** Look up a kernel; throws "op X has no kernel on device Y". */
 export function getKernel<K extends OpName>(op: K, deviceType: string): KernelSignatures[K] {
   const fn = registry.get(`${op}/${deviceType}`);
   if (!fn) throw new Error(`op '${op}' has no kernel on device '${deviceType}'`);
+  if (observer) {
+    const seen = observer;
+    return ((...args: unknown[]) => seen(op, deviceType, fn, args)) as KernelSignatures[K];
+  }
   return fn as KernelSignatures[K];
 }
 

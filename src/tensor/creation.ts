@@ -5,6 +5,7 @@ import { isFloating, itemsize, parseDType, type DType } from "./dtype.js";
 import { encode } from "./host.js";
 import { numel } from "./shape.js";
 import { Tensor } from "./tensor.js";
+import { traceObserver } from "./trace.js";
 
 export interface CreateOptions {
   dtype?: DType | string;
@@ -59,7 +60,9 @@ export function tensor(data: Nested | ArrayLike<number> | BigInt64Array, opts: C
 export function fromBytes(bytes: Uint8Array, dtype: DType, shape: readonly number[], device: string | Device = "cpu"): Tensor {
   const need = numel(shape) * itemsize(dtype);
   if (bytes.byteLength !== need) throw new RangeError(`fromBytes: ${bytes.byteLength} bytes do not hold a ${dtype} tensor of shape [${shape}] (${need} bytes)`);
-  return new Tensor(getDevice(device).upload(bytes), dtype, shape);
+  const storage = getDevice(device).upload(bytes);
+  traceObserver()?.uploaded(storage, numel(shape));
+  return new Tensor(storage, dtype, shape);
 }
 
 /** A tensor of `shape` filled with `value` (torch.full). */

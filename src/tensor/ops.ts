@@ -11,6 +11,7 @@ import { getKernel, type BinaryOp, type ReduceOp, type UnaryOp } from "../device
 import { isFloating, itemsize, promoteTypes, type DType } from "./dtype.js";
 import { encode } from "./host.js";
 import { track } from "./scope.js";
+import { traceObserver } from "./trace.js";
 import { broadcastShapes, normAxis, numel, sameShape } from "./shape.js";
 import { Tensor, type TensorLike } from "./tensor.js";
 
@@ -20,6 +21,7 @@ import { Tensor, type TensorLike } from "./tensor.js";
 export function empty(shape: readonly number[], dtype: DType, device: Device): Tensor {
   const storage = device.allocate(numel(shape) * itemsize(dtype));
   track(storage);
+  traceObserver()?.allocated(storage);
   return new Tensor(storage, dtype, shape);
 }
 
@@ -37,7 +39,14 @@ export function checkSameDevice(op: string, ...ts: (Tensor | null | undefined)[]
 
 function scalarTensor(value: number, like: Tensor): Tensor {
   const dtype: DType = isFloating(like.dtype) ? like.dtype : Number.isInteger(value) && like.dtype !== "bool" ? like.dtype : "float32";
-  return new Tensor(like.device.upload(encode([value], dtype)), dtype, []);
+  return uploadScalar(value, dtype, like.device);
+}
+
+/** A 0-d tensor holding `value` on `device` (the scalar operand of an op). */
+function uploadScalar(value: number, dtype: DType, device: Device): Tensor {
+  const storage = device.upload(encode([value], dtype));
+  traceObserver()?.uploaded(storage, 1);
+  return new Tensor(storage, dtype, []);
 }
 
 function asTensor(x: TensorLike, like: Tensor): Tensor {
@@ -56,6 +65,7 @@ export function copyTo(x: Tensor, dtype: DType, device: Device): Tensor {
   if (!readSync) {
     throw new Error(`moving a tensor from ${src.device.name} to ${device.name} must wait for the device: use \`await tensor.toAsync("${device.name}")\``);
   }
+  traceObserver()?.read(`moving a tensor from ${src.device.name} to ${device.name}`);
   const bytes = readSync.call(src.device, src.storage, src.byteOffset, src.numel * itemsize(src.dtype));
   const moved = new Tensor(device.upload(bytes.slice()), src.dtype, src.shape);
   return moved.dtype === dtype ? moved : copyTo(moved, dtype, device);
@@ -151,7 +161,7 @@ export const logicalNot = (a: Tensor) => eq(a.to("bool"), 0);
 /** Elementwise cond ? a : b, broadcasting all three (torch.where). */
 export function where(cond: Tensor, a0: TensorLike, b0: TensorLike): Tensor {
   const like = typeof a0 === "number" ? (typeof b0 === "number" ? null : b0) : a0;
-  let a = like ? asTensor(a0, like) : new Tensor(cond.device.upload(encode([a0 as number], "float32")), "float32", []);
+  let a = like ? asTensor(a0, like) : uploadScalar(a0 as number, "float32", cond.device);
   let b = asTensor(b0, a);
   const device = checkSameDevice("where", cond, a, b);
   const shape = broadcastShapes(cond.shape, broadcastShapes(a.shape, b.shape));
@@ -167,7 +177,7 @@ export function where(cond: Tensor, a0: TensorLike, b0: TensorLike): Tensor {
 
 /** x with `value` where mask is true (torch.Tensor.masked_fill). */
 export function maskedFill(x: Tensor, mask: Tensor, value: number): Tensor {
-  return where(mask, new Tensor(x.device.upload(encode([value], x.dtype)), x.dtype, []), x);
+  return where(mask, uploadScalar(value, x.dtype, x.device), x);
 }
 
 // ------------------------------------------------------------------ reductions

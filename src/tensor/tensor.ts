@@ -14,6 +14,7 @@ import { itemsize, parseDType } from "./dtype.js";
 import { decode, type HostArray } from "./host.js";
 import { contiguousStrides, inferShape, normAxis, numel, sameShape } from "./shape.js";
 import * as ops from "./ops.js";
+import { traceObserver } from "./trace.js";
 
 export type Scalar = number;
 export type TensorLike = Tensor | Scalar;
@@ -209,6 +210,7 @@ export class Tensor implements TensorView {
     const dt = dtype === undefined ? this.dtype : parseDType(dtype);
     if (dev === this.device || this.device.readSync) return this.to(dev, dt);
     const c = this.contiguous();
+    traceObserver()?.read("toAsync()");
     const bytes = await c.device.read(c.storage, c.byteOffset, c.numel * itemsize(c.dtype));
     return new Tensor(dev.upload(bytes), c.dtype, c.shape).to(dt);
   }
@@ -219,6 +221,7 @@ export class Tensor implements TensorView {
   /** All values, row-major, as a host typed array (float16/bfloat16 are widened to Float32Array). */
   async data(): Promise<HostArray> {
     const c = this.contiguous();
+    traceObserver()?.read("data()");
     const bytes = await c.device.read(c.storage, c.byteOffset, c.numel * itemsize(c.dtype));
     return decode(bytes, c.dtype);
   }

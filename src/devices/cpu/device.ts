@@ -4,6 +4,8 @@
  * Kernels run synchronously in the native addon (./native.ts), on its thread pool.
  */
 import type { Device, Storage } from "../device.js";
+import type { GraphExecutable, GraphSpec } from "../graph.js";
+import { compileCpuGraph } from "./graph.js";
 import { allocateHost } from "./host_memory.js";
 
 class CpuStorage implements Storage {
@@ -55,4 +57,9 @@ export class CpuDevice implements Device {
   }
 
   async synchronize(): Promise<void> {}
+
+  /** A captured graph as a recorded list of addon calls (./graph.ts). */
+  compileGraph(spec: GraphSpec): GraphExecutable {
+    return compileCpuGraph(spec);
+  }
 }

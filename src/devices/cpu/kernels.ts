@@ -3,7 +3,7 @@
  * native addon's ABI (./native.ts). No math happens here. The addon is loaded on first use, so a
  * missing build is reported when a cpu op runs, with how to fix it.
  */
-import type { KernelSignatures } from "../kernels.js";
+import type { FusedStep, KernelSignatures } from "../kernels.js";
 import { byteOffset, numel, type TensorView } from "../view.js";
 import { BINARY, DTYPE_CODE, REDUCE, UNARY, native } from "./native.js";
 
@@ -37,6 +37,28 @@ const gatherLinear: KernelSignatures["gatherLinear"] = (x, w, idx, out) => {
     native().linear(xs, buf(w[e]), code(w[e]), null, 0, ys, ms.length, N, K);
     ms.forEach((m, i) => ob.set(ys.subarray(i * outRow, (i + 1) * outRow), m * outRow));
   });
+};
+
+/** Most inputs of a fused chain (the addon's kMaxFusedInputs). */
+const MAX_FUSED_INPUTS = 6;
+/** Encoded programs of fused chains, by identity (a compiled graph passes the same steps every call). */
+const programs = new WeakMap<readonly FusedStep[], Int32Array>();
+
+const fusedElementwise: KernelSignatures["fusedElementwise"] = (steps, inputs, out) => {
+  if (inputs.length > MAX_FUSED_INPUTS) throw new RangeError(`fusedElementwise: ${inputs.length} inputs exceed ${MAX_FUSED_INPUTS}`);
+  let prog = programs.get(steps);
+  if (!prog) {
+    prog = new Int32Array(steps.length * 6);
+    steps.forEach((s, i) => {
+      const unary = s.op in UNARY;
+      const ops = s.args.flatMap((a) => ("input" in a ? [0, a.input] : [1, a.step]));
+      prog!.set([unary ? 0 : 1, unary ? UNARY[s.op as keyof typeof UNARY] : BINARY[s.op as keyof typeof BINARY], ...ops, ...(unary ? [0, 0] : [])], i * 6);
+    });
+    programs.set(steps, prog);
+  }
+  const args: (Uint8Array | number[] | null)[] = [];
+  for (let k = 0; k < MAX_FUSED_INPUTS; k++) args.push(k < inputs.length ? buf(inputs[k]) : null, k < inputs.length ? strides(inputs[k]) : []);
+  native().fusedElementwise(prog, steps.length, inputs.length, ...args, buf(out), shape(out));
 };
 
 export function cpuKernels(): Partial<KernelSignatures> {
@@ -100,5 +122,6 @@ export function cpuKernels(): Partial<KernelSignatures> {
       native().upsampleNearest2d(buf(x), buf(out), x.shape[0], x.shape[1], x.shape[2], out.shape[1], out.shape[2], scaleH, scaleW),
     sort: (x, values, indices, descending) => native().sort(buf(x), buf(values), buf(indices), rowsOf(x), last(x), descending ? 1 : 0),
     topk: (x, k, values, indices) => native().topk(buf(x), buf(values), buf(indices), rowsOf(x), last(x), k),
+    fusedElementwise,
   };
 }

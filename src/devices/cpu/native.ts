@@ -91,6 +91,15 @@ export interface NativeCpu {
   binary(op: number, dtype: number, a: Buf, aStrides: number[], b: Buf, bStrides: number[],
          out: Buf, shape: number[]): void;
 
+  /**
+   * A fused chain of float32 elementwise ops in one pass (compile/'s fusion). `prog` (Int32Array)
+   * holds 6 ints per step: [0 unary | 1 binary, UNARY/BINARY code (binary: add..pow), operand a kind
+   * (0 input, 1 earlier step), a index, operand b kind, b index]. `nin` <= 6 float32 inputs, each a
+   * buffer with strides over `shape`, then null/[] for the unused ones; the last step's value is
+   * written to the contiguous float32 `out`. Throws RangeError on a malformed step.
+   */
+  fusedElementwise(prog: Int32Array, nsteps: number, nin: number, ...inputsOutShape: (Buf | number[] | null)[]): void;
+
   /** out = cond ? a : b, broadcast through strides over `shape`; cond bool; a, b, out of `dtype`. */
   where(cond: Buf, condStrides: number[], a: Buf, aStrides: number[], b: Buf, bStrides: number[],
         dtype: number, out: Buf, shape: number[]): void;
@@ -258,5 +267,21 @@ let cached: NativeCpu | undefined;
  * addon was not built) and ./addon_browser.ts in browsers (throws: use the webgpu device).
  */
 export function native(): NativeCpu {
-  return (cached ??= loadCpuAddon() as NativeCpu);
+  return recorder ?? (cached ??= loadCpuAddon() as NativeCpu);
+}
+
+let recorder: NativeCpu | null = null;
+
+/**
+ * Run `fn` with every addon call it makes through native() recorded instead of run: `record`
+ * gets the addon function and its arguments (./graph.ts records a compiled graph this way).
+ */
+export function recordNativeCalls(record: (fn: (...args: unknown[]) => unknown, args: unknown[]) => void, fn: () => void): void {
+  const addon = (cached ??= loadCpuAddon() as NativeCpu) as unknown as Record<string, (...args: unknown[]) => unknown>;
+  recorder = new Proxy({}, { get: (_t, name: string) => (...args: unknown[]) => record(addon[name], args) }) as NativeCpu;
+  try {
+    fn();
+  } finally {
+    recorder = null;
+  }
 }

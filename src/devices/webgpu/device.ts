@@ -9,6 +9,8 @@
 import type { Device, Storage } from "../device.js";
 import { Allocator } from "./allocator.js";
 import { Dispatcher } from "./dispatch.js";
+import type { GraphExecutable, GraphSpec } from "../graph.js";
+import { compileGraph } from "./graph.js";
 
 let opening: Promise<WebGPUDevice> | undefined;
 
@@ -36,6 +38,8 @@ export class WebGPUDevice implements Device {
    */
   readonly status: GPUBuffer;
   private error: string | null = null;
+  /** While a graph is recorded: every storage allocated (kernel scratch included), kept for its replays. */
+  private retained: Storage[] | null = null;
 
   constructor(readonly gpu: GPUDevice, readonly adapterName: string) {
     this.allocator = new Allocator(gpu);
@@ -48,7 +52,25 @@ export class WebGPUDevice implements Device {
   allocate(nbytes: number): Storage {
     const storage = new WebGPUStorage(this, nbytes);
     storage.handle = this.allocator.acquire(storage, nbytes);
+    this.retained?.push(storage);
     return storage;
+  }
+
+  /** Run `fn` keeping every storage it allocates alive (releases are ignored); returns them. */
+  retainAllocations(fn: () => void): Storage[] {
+    const kept: Storage[] = [];
+    this.retained = kept;
+    try {
+      fn();
+    } finally {
+      this.retained = null;
+    }
+    return kept;
+  }
+
+  /** A captured graph as one recorded command sequence (./graph.ts). */
+  compileGraph(spec: GraphSpec): GraphExecutable {
+    return compileGraph(this, spec);
   }
 
   upload(bytes: Uint8Array): Storage {
@@ -79,6 +101,7 @@ export class WebGPUDevice implements Device {
   }
 
   release(storage: Storage): void {
+    if (this.retained) return;
     this.allocator.release(storage, storage.handle as GPUBuffer);
   }
 

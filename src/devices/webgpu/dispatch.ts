@@ -45,6 +45,14 @@ export function grid(threads: number, size: number): [number, number, number] {
   return [x, Math.ceil(groups / x), 1];
 }
 
+/** One dispatch as recorded for a graph (see ./graph.ts): replayed later with its own bind group. */
+export interface RecordedDispatch {
+  readonly prog: Program;
+  readonly buffers: readonly GPUBuffer[];
+  readonly params: Uint32Array;
+  readonly groups: readonly [number, number, number];
+}
+
 export class Dispatcher {
   private readonly programs = new Map<string, Program>();
   private readonly layouts = new Map<string, { group: GPUBindGroupLayout; pipeline: GPUPipelineLayout }>();
@@ -53,6 +61,7 @@ export class Dispatcher {
   private readonly params: GPUBuffer;
   private readonly arena = new Uint32Array(MAX_BATCH * (SLOT_BYTES / 4));
   private batched = 0;
+  private recording: RecordedDispatch[] | null = null;
 
   constructor(private readonly device: GPUDevice, private readonly allocator: Allocator) {
     this.params = device.createBuffer({ size: this.arena.byteLength, usage: UNIFORM_USAGE });
@@ -87,6 +96,10 @@ export class Dispatcher {
   /** Record one dispatch of `prog` over `groups` workgroups with storage `buffers` and `params`. */
   dispatch(prog: Program, buffers: readonly GPUBuffer[], params: ArrayLike<number>, groups: readonly [number, number, number]): void {
     if (params.length > PARAM_WORDS) throw new Error(`webgpu: ${params.length} kernel parameters exceed the ${PARAM_WORDS}-word block`);
+    if (this.recording) {
+      this.recording.push({ prog, buffers: [...buffers], params: Uint32Array.from(params), groups: [groups[0], groups[1], groups[2]] });
+      return;
+    }
     if (this.batched === MAX_BATCH) this.flush();
     const slot = this.batched++;
     this.arena.set(params, slot * (SLOT_BYTES / 4));
@@ -117,6 +130,17 @@ export class Dispatcher {
     this.commandEncoder().copyBufferToBuffer(src, srcOffset, dst, dstOffset, size);
   }
 
+  /** Run `fn` with dispatches appended to `into` instead of being encoded (graph recording). */
+  record(into: RecordedDispatch[], fn: () => void): void {
+    if (this.recording) throw new Error("webgpu: a graph is already being recorded");
+    this.recording = into;
+    try {
+      fn();
+    } finally {
+      this.recording = null;
+    }
+  }
+
   /** Submit everything recorded so far. */
   flush(): void {
     if (!this.encoder) return;
@@ -126,6 +150,15 @@ export class Dispatcher {
     this.device.queue.submit([this.encoder.finish()]);
     this.encoder = null;
     this.batched = 0;
+    this.allocator.submitted();
+  }
+
+  /** Submit eager work, then `encode`'s commands as one more submit (a graph replay, ./graph.ts). */
+  submitGraph(encode: (encoder: GPUCommandEncoder) => void): void {
+    this.flush();
+    const encoder = this.device.createCommandEncoder();
+    encode(encoder);
+    this.device.queue.submit([encoder.finish()]);
     this.allocator.submitted();
   }
 

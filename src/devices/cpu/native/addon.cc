@@ -161,6 +161,45 @@ napi_value Binary(napi_env env, napi_callback_info info) {
   return undefined(env);
 }
 
+// fusedElementwise(prog, nsteps, nin, in0, in0Strides, …, in5, in5Strides, out, shape): a fused
+// float32 chain (see ops.h); unused inputs are null with empty strides.
+napi_value FusedElementwise(napi_env env, napi_callback_info info) {
+  Args args(env, info, "fusedElementwise", 5 + 2 * kMaxFusedInputs);
+  const Buffer prog = args.buffer(0, "prog");
+  const int64_t nsteps = args.integer(1, "nsteps", 1, 4096);
+  const int nin = static_cast<int>(args.integer(2, "nin", 0, kMaxFusedInputs));
+  Buffer in[kMaxFusedInputs];
+  Dims in_strides[kMaxFusedInputs];
+  for (int k = 0; k < kMaxFusedInputs; ++k) {
+    in[k] = args.buffer(3 + 2 * k, "input", k >= nin);
+    in_strides[k] = args.ints(4 + 2 * k, "inputStrides");
+  }
+  const Buffer out = args.buffer(3 + 2 * kMaxFusedInputs, "out");
+  const Dims shape = args.ints(4 + 2 * kMaxFusedInputs, "shape", -1, 0);
+  if (args.failed()) return nullptr;
+  if (!args.check(prog.bytes >= static_cast<size_t>(nsteps) * 6 * 4, false, "prog holds fewer than %lld steps", static_cast<long long>(nsteps))) return nullptr;
+  const int32_t* p = static_cast<const int32_t*>(prog.data);
+  for (int64_t s = 0; s < nsteps; ++s) {
+    const int32_t* q = p + s * 6;
+    const bool unary_step = q[0] == 0;
+    bool ok = (q[0] == 0 || q[0] == 1) && q[1] >= 0 && q[1] < (unary_step ? static_cast<int>(kNumUnary) : static_cast<int>(kPow) + 1);
+    for (int o = 0; o < (unary_step ? 1 : 2) && ok; ++o) {
+      const int kind = q[2 + 2 * o], idx = q[3 + 2 * o];
+      ok = (kind == 0 && idx >= 0 && idx < nin) || (kind == 1 && idx >= 0 && idx < s);
+    }
+    if (!args.check(ok, false, "fusedElementwise: step %lld is malformed", static_cast<long long>(s))) return nullptr;
+  }
+  const float* ptrs[kMaxFusedInputs] = {};
+  for (int k = 0; k < nin; ++k) {
+    args.fits(in[k], kF32, shape, in_strides[k]);
+    ptrs[k] = static_cast<const float*>(in[k].data);
+  }
+  args.fits(out, kF32, shape);
+  if (args.failed()) return nullptr;
+  fused_elementwise(p, static_cast<int>(nsteps), ptrs, in_strides, nin, static_cast<float*>(out.data), shape);
+  return undefined(env);
+}
+
 // where(cond, condStrides, a, aStrides, b, bStrides, dtype, out, shape): out = cond ? a : b.
 napi_value Where(napi_env env, napi_callback_info info) {
   Args args(env, info, "where", 9);
@@ -683,6 +722,7 @@ NAPI_MODULE_INIT() {
       {"copy", nullptr, Copy, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
       {"unary", nullptr, Unary, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
       {"binary", nullptr, Binary, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
+      {"fusedElementwise", nullptr, FusedElementwise, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
       {"where", nullptr, Where, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
       {"reduce", nullptr, Reduce, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
       {"cumsum", nullptr, Cumsum, nullptr, nullptr, nullptr, napi_enumerable, nullptr},

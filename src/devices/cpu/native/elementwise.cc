@@ -3,6 +3,7 @@
 #include <atomic>
 #include <cmath>
 #include <type_traits>
+#include <vector>
 
 #include "dtype.h"
 #include "ops.h"
@@ -164,7 +165,64 @@ void where_run(const uint8_t* cond, const void* av, const void* bv, void* outv,
   for (int64_t i = 0; i < n; ++i) out[i] = c[i * st[0]] ? a[i * st[1]] : b[i * st[2]];
 }
 
+// ---------------------------------------------------------------------------------------------
+// fused chains (compile/)
+// ---------------------------------------------------------------------------------------------
+
+float apply_binary(int op, float a, float b) {
+  switch (op) {
+    case kAdd: return BinOp<kAdd, float>().f(a, b);
+    case kSub: return BinOp<kSub, float>().f(a, b);
+    case kMul: return BinOp<kMul, float>().f(a, b);
+    case kDiv: return BinOp<kDiv, float>().f(a, b);
+    case kMaximum: return BinOp<kMaximum, float>().f(a, b);
+    case kMinimum: return BinOp<kMinimum, float>().f(a, b);
+    default: return BinOp<kPow, float>().f(a, b);  // kPow
+  }
+}
+
+// Elements per block: every step's values for one block stay in L1.
+constexpr int64_t kFusedBlock = 256;
+
 }  // namespace
+
+void fused_elementwise(const int32_t* prog, int nsteps, const float* const* in, const Dims* in_strides,
+                       int nin, float* out, const Dims& shape) {
+  const Dims out_strides = contiguous_strides(shape);
+  const Dims* strides[kMaxFusedInputs + 1];
+  for (int k = 0; k < kMaxFusedInputs; ++k) strides[k] = k < nin ? &in_strides[k] : &out_strides;
+  strides[kMaxFusedInputs] = &out_strides;
+  for_each_strided<kMaxFusedInputs + 1>(shape, strides, [&](const int64_t* off, int64_t n, const int64_t* st) {
+    thread_local std::vector<float> values;
+    values.resize(static_cast<size_t>(nsteps) * kFusedBlock);
+    float gathered[2][kFusedBlock];
+    for (int64_t j0 = 0; j0 < n; j0 += kFusedBlock) {
+      const int64_t len = std::min(kFusedBlock, n - j0);
+      // An operand's values for this block: an earlier step's, or an input's (gathered if strided).
+      auto operand = [&](int kind, int idx, int slot) -> const float* {
+        if (kind == 1) return values.data() + static_cast<size_t>(idx) * kFusedBlock;
+        const float* base = in[idx] + off[idx] + j0 * st[idx];
+        if (st[idx] == 1) return base;
+        for (int64_t i = 0; i < len; ++i) gathered[slot][i] = base[i * st[idx]];
+        return gathered[slot];
+      };
+      for (int s = 0; s < nsteps; ++s) {
+        const int32_t* p = prog + s * 6;
+        float* dst = values.data() + static_cast<size_t>(s) * kFusedBlock;
+        const float* a = operand(p[2], p[3], 0);
+        if (p[0] == 0) {
+          for (int64_t i = 0; i < len; ++i) dst[i] = apply_unary(p[1], a[i]);
+        } else {
+          const float* b = operand(p[4], p[5], 1);
+          for (int64_t i = 0; i < len; ++i) dst[i] = apply_binary(p[1], a[i], b[i]);
+        }
+      }
+      const float* last = values.data() + static_cast<size_t>(nsteps - 1) * kFusedBlock;
+      float* o = out + off[kMaxFusedInputs] + j0 * st[kMaxFusedInputs];
+      for (int64_t i = 0; i < len; ++i) o[i * st[kMaxFusedInputs]] = last[i];
+    }
+  });
+}
 
 void unary(int op, const float* x, float* out, int64_t n) {
   static constexpr auto& table =

@@ -36,6 +36,13 @@ bool binary(int op, int dtype, const void* a, const Dims& a_strides, const void*
             const Dims& b_strides, void* out, const Dims& shape);
 void where(const uint8_t* cond, const Dims& cond_strides, const void* a, const Dims& a_strides,
            const void* b, const Dims& b_strides, int dtype, void* out, const Dims& shape);
+// A fused chain of float32 elementwise ops (compile/'s fusion): `prog` holds 6 ints per step,
+// [0 unary | 1 binary, op code, a kind (0 input, 1 step), a index, b kind, b index]; inputs are
+// float32 strided views of `shape` (nin <= kMaxFusedInputs); the last step is written to the
+// contiguous float32 `out`.
+constexpr int kMaxFusedInputs = 6;
+void fused_elementwise(const int32_t* prog, int nsteps, const float* const* in, const Dims* in_strides,
+                       int nin, float* out, const Dims& shape);
 
 // reduce.cc
 void reduce(int op, const void* x, int dtype, void* out, int64_t outer, int64_t n);

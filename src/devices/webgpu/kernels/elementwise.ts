@@ -4,7 +4,7 @@
  * outputs narrower than a word (bool, float16, bfloat16) are written with atomics, so strided
  * destinations at any element offset are safe.
  */
-import type { BinaryOp, KernelSignatures, UnaryOp } from "../../kernels.js";
+import type { BinaryOp, FusedStep, KernelSignatures, UnaryOp } from "../../kernels.js";
 import { allocateView, numel, type TensorView } from "../../view.js";
 import { grid } from "../dispatch.js";
 import { bufferOf, deviceOf, stridedOffsets, stridedParams } from "./common.js";
@@ -126,4 +126,17 @@ function where(cond: TensorView, a: TensorView, b: TensorView, out: TensorView):
   strided("where", [cond, a, b], out, ([c, x, y]) => `select(${y}, ${x}, ${c} != 0u)`);
 }
 
-export const elementwiseKernels: Pick<KernelSignatures, "copy" | "unary" | "binary" | "where"> = { copy, unary, binary, where };
+/** A fused chain (compile/): one generated WGSL expression per distinct chain, one dispatch. */
+function fusedElementwise(steps: readonly FusedStep[], inputs: TensorView[], out: TensorView): void {
+  const key = steps.map((s) => `${s.op}(${s.args.map((a) => ("input" in a ? `i${a.input}` : `s${a.step}`)).join(",")})`).join(";");
+  strided(`fused:${key}`, inputs, out, (xs) => {
+    const vals: string[] = [];
+    for (const s of steps) {
+      const a = s.args.map((o) => ("input" in o ? xs[o.input] : `(${vals[o.step]})`));
+      vals.push(s.op in UNARY ? UNARY[s.op as UnaryOp](a[0]) : binaryExpr(s.op as BinaryOp, "f", a[0], a[1]));
+    }
+    return vals[vals.length - 1];
+  });
+}
+
+export const elementwiseKernels: Pick<KernelSignatures, "copy" | "unary" | "binary" | "where" | "fusedElementwise"> = { copy, unary, binary, where, fusedElementwise };

@@ -1,0 +1,103 @@
+/**
+ * Guards: what a compiled graph was specialised on. A call's arguments are flattened into leaves
+ * (tensors, JS values, opaque objects by identity), each with a signature; the joined signatures
+ * are the cache key. A tensor leaf is guarded on dtype, device, shape, strides, offset, storage size
+ * and which earlier argument it shares storage with; a number/string/boolean/null on its value;
+ * anything else (a Module, a Map, a function) on its identity.
+ */
+import { Module } from "../nn/module.js";
+import { Tensor } from "../tensor/tensor.js";
+
+export interface TensorLeaf {
+  readonly path: string;
+  readonly tensor: Tensor;
+  /** Index (among tensor leaves) of the first leaf on the same storage. */
+  readonly alias: number;
+  readonly sig: string;
+}
+
+export interface ValueLeaf {
+  readonly path: string;
+  readonly tensor?: undefined;
+  readonly sig: string;
+}
+
+export type Leaf = TensorLeaf | ValueLeaf;
+
+const ids = new WeakMap<object, number>();
+let nextId = 1;
+function identity(o: object): number {
+  let id = ids.get(o);
+  if (id === undefined) ids.set(o, (id = nextId++));
+  return id;
+}
+
+/** Deepest nesting of arrays/objects walked before an object is guarded on identity. */
+const MAX_DEPTH = 8;
+
+/** Flatten call arguments into guard leaves, in a fixed order. */
+export function flattenArgs(args: readonly unknown[]): Leaf[] {
+  const leaves: Leaf[] = [];
+  const tensorStorages: unknown[] = [];
+  const seen = new Set<object>();
+  const walk = (v: unknown, path: string, depth: number): void => {
+    if (v instanceof Tensor) {
+      let alias = tensorStorages.indexOf(v.storage);
+      if (alias < 0) alias = tensorStorages.length;
+      tensorStorages.push(v.storage);
+      const sig = `${v.dtype}@${v.device.name}[${v.shape}](${v.strides})+${v.offset}/${v.storage.nbytes}~${alias}`;
+      leaves.push({ path, tensor: v, alias, sig });
+    } else if (v === null || v === undefined || typeof v !== "object" && typeof v !== "function") {
+      leaves.push({ path, sig: typeof v === "string" ? JSON.stringify(v) : `${typeof v}:${String(v)}` });
+    } else if (typeof v === "function" || v instanceof Module || depth >= MAX_DEPTH || seen.has(v) || !plain(v)) {
+      leaves.push({ path, sig: `#${identity(v)}` });
+    } else {
+      seen.add(v);
+      if (Array.isArray(v)) v.forEach((x, i) => walk(x, `${path}[${i}]`, depth + 1));
+      else for (const k of Object.keys(v)) walk((v as Record<string, unknown>)[k], `${path}.${k}`, depth + 1);
+      seen.delete(v);
+    }
+  };
+  args.forEach((a, i) => walk(a, `args[${i}]`, 0));
+  return leaves;
+}
+
+/** Arrays, plain objects and instances of user classes are walked; built-ins (Map, typed arrays,
+ * Promise…), devices and storages are not. */
+function plain(v: object): boolean {
+  if (Array.isArray(v)) return true;
+  if (ArrayBuffer.isView(v) || v instanceof ArrayBuffer || v instanceof Map || v instanceof Set || v instanceof Promise || v instanceof WeakMap) return false;
+  const o = v as Record<string, unknown>;
+  if (typeof o.allocate === "function" || ("handle" in o && "nbytes" in o)) return false; // a Device or a Storage
+  return true;
+}
+
+/** The cache key of flattened leaves. */
+export function guardKey(leaves: readonly Leaf[]): string {
+  let key = "";
+  for (const l of leaves) key += `${l.path}=${l.sig}|`;
+  return key;
+}
+
+/** Which guard of `before` (an earlier compile's leaves) the call `now` fails, in words. */
+export function failedGuard(before: readonly Leaf[], now: readonly Leaf[]): string {
+  for (let i = 0; i < Math.max(before.length, now.length); i++) {
+    const a = before[i], b = now[i];
+    if (!a || !b || a.path !== b.path) return `argument structure changed at ${(b ?? a).path}`;
+    if (a.sig === b.sig) continue;
+    if (a.tensor && b.tensor) return `${b.path}: ${tensorDiff(a, b as TensorLeaf)}`;
+    return `${b.path}: expected ${a.tensor ? "a tensor" : a.sig}, got ${b.tensor ? "a tensor" : b.sig}`;
+  }
+  return "no guard differs (the graph was dropped)";
+}
+
+function tensorDiff(a: TensorLeaf, b: TensorLeaf): string {
+  const x = a.tensor, y = b.tensor;
+  if (x.dtype !== y.dtype) return `dtype mismatch, expected ${x.dtype}, got ${y.dtype}`;
+  if (x.device !== y.device) return `device mismatch, expected ${x.device.name}, got ${y.device.name}`;
+  if (`${x.shape}` !== `${y.shape}` || x.ndim !== y.ndim) return `shape mismatch, expected [${x.shape}], got [${y.shape}]`;
+  if (`${x.strides}` !== `${y.strides}`) return `stride mismatch, expected (${x.strides}), got (${y.strides})`;
+  if (x.offset !== y.offset) return `storage offset mismatch, expected ${x.offset}, got ${y.offset}`;
+  if (x.storage.nbytes !== y.storage.nbytes) return `storage size mismatch, expected ${x.storage.nbytes} bytes, got ${y.storage.nbytes}`;
+  return `aliasing changed (shares storage with tensor argument ${b.alias} instead of ${a.alias})`;
+}

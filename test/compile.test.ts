@@ -1,0 +1,286 @@
+/**
+ * torch.compile against eager: functions, a Module, and the stories260K forward (a llama-family
+ * checkpoint: compiled logits equal eager's within 1e-5 and transformers' within 1e-4) on cpu,
+ * and on webgpu (1e-4 of eager, 1e-3 of transformers) where an adapter opens. Stats prove reuse (same shape: no compile; new shape:
+ * one compile; new dtype: a recompile whose failed guard is logged under TSORCH_LOGS=recompiles),
+ * graph breaks are counted and never give a stale result, mutations are part of the graph, and a
+ * replay allocates only its outputs. No timing.
+ */
+import assert from "node:assert/strict";
+import * as path from "node:path";
+import { test, type TestContext } from "node:test";
+import * as torch from "../src/index.js";
+import type { Device } from "../src/devices/device.js";
+import { Linear } from "../src/nn/layers.js";
+import { ropeCosSin } from "../src/nn/rotary.js";
+import { AutoModelForCausalLM } from "../src/transformers/index.js";
+import { maxAbsDiff, missing, readJson, STORIES } from "./helpers/shared.js";
+import { webgpuOrSkip } from "./helpers/webgpu.js";
+
+/** Deterministic pseudo-random float32 values in [-1, 1). */
+function values(n: number, seed: number): Float32Array {
+  const out = new Float32Array(n);
+  let s = seed >>> 0;
+  for (let i = 0; i < n; i++) {
+    s = (Math.imul(s, 1664525) + 1013904223) >>> 0;
+    out[i] = s / 2 ** 31 - 1;
+  }
+  return out;
+}
+
+function rand(shape: number[], seed: number, device: Device | string = "cpu"): torch.Tensor {
+  return torch.tensor(values(shape.reduce((a, b) => a * b, 1), seed), { shape, device });
+}
+
+async function close(a: torch.Tensor, b: torch.Tensor, tol: number, what: string): Promise<void> {
+  assert.deepEqual(a.shape, b.shape, `${what}: shape`);
+  const d = maxAbsDiff(Array.from(await a.data(), Number), Array.from(await b.data(), Number));
+  assert.ok(d <= tol, `${what}: max |compiled - eager| = ${d} > ${tol}`);
+}
+
+/** A function of several kinds of ops: linear, broadcasting, a scalar operand, a reduction, softmax, views. */
+function mixed(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor): { y: torch.Tensor; s: torch.Tensor } {
+  const h = torch.silu(torch.linear(x, w)).mul(2).add(b);
+  const y = torch.softmax(h.transpose(0, 1).contiguous(), -1).transpose(0, 1);
+  return { y, s: torch.sum(h.sub(1), -1, true) };
+}
+
+/** Run `f` with TSORCH_LOGS=graph and return what compile logged. */
+function graphLog(f: () => void): string {
+  const logged: string[] = [];
+  const original = console.error, before = process.env.TSORCH_LOGS;
+  process.env.TSORCH_LOGS = "graph";
+  console.error = (...a: unknown[]) => { logged.push(a.join(" ")); };
+  try {
+    f();
+  } finally {
+    console.error = original;
+    if (before === undefined) delete process.env.TSORCH_LOGS;
+    else process.env.TSORCH_LOGS = before;
+  }
+  return logged.join("\n");
+}
+
+async function functionsMatchEager(device: Device | string, tol: number): Promise<void> {
+  torch.compiler.reset();
+  const f = torch.compile(mixed);
+  for (const [rows, seed] of [[3, 1], [3, 2], [5, 3], [3, 4]] as const) {
+    const x = rand([rows, 8], seed, device), w = rand([6, 8], seed + 10, device), b = rand([6], seed + 20, device);
+    const got = f(x, w, b), want = mixed(x, w, b);
+    await close(got.y, want.y, tol, `y, ${rows} rows`);
+    await close(got.s, want.s, tol, `s, ${rows} rows`);
+  }
+  const st = torch.compiler.stats();
+  assert.equal(st.compiles, 2, "[3, 8] and [5, 8] each compile once");
+  assert.equal(st.cacheHits, 2, "the second and fourth [3, 8] calls replay");
+  assert.equal(st.graphBreaks, 0);
+
+  const gated = torch.compile(function gated(g: torch.Tensor, u: torch.Tensor, r: torch.Tensor) { return torch.silu(g).mul(u).add(r).mul(0.5); });
+  const [g, u, r] = [rand([4, 16], 1, device), rand([4, 16], 2, device), rand([16], 3, device)];
+  assert.match(graphLog(() => gated(g, u, r)), /gated: 1 kernel calls \(0 dead removed, 3 fused away\)/, "the chain is one fused kernel");
+  const [g2, u2] = [rand([4, 16], 4, device), rand([4, 16], 5, device)];
+  await close(gated(g2, u2, r), torch.silu(g2).mul(u2).add(r).mul(0.5), tol, "fused silu(g) * u + r, replayed");
+}
+
+test("compile: a function equals eager on cpu (new values and shapes; replays from the cache; a fused chain)", async () => {
+  await functionsMatchEager("cpu", 1e-5);
+});
+
+test("compile: data-dependent kernels (mixture-of-experts routing) see each call's indices", async () => {
+  torch.compiler.reset();
+  const experts = [rand([4, 8], 1), rand([4, 8], 2), rand([4, 8], 3)];
+  const route = torch.compile(function route(x: torch.Tensor, idx: torch.Tensor) { return torch.relu(torch.gatherLinear(x, experts, idx)); });
+  const x = rand([3, 8], 4);
+  for (const ids of [[0, 1, 2], [2, 2, 0], [1, 0, 1]]) {
+    const idx = torch.tensor(ids.map(BigInt), { dtype: "int64" });
+    await close(route(x, idx), torch.relu(torch.gatherLinear(x, experts, idx)), 0, `experts ${ids}`);
+  }
+  assert.equal(torch.compiler.stats().cacheHits, 2);
+});
+
+test("compile: the cpu fused kernel refuses a malformed chain with a clear error", () => {
+  const fused = torch.getKernel("fusedElementwise", "cpu");
+  const x = rand([4], 1), out = torch.zeros([4]);
+  assert.throws(() => fused([{ op: "add", args: [{ input: 0 }, { step: 0 }] }], [x], out), /fusedElementwise: step 0 is malformed/);
+  assert.throws(() => fused([{ op: "exp", args: [{ input: 1 }] }], [x], out), /fusedElementwise: step 0 is malformed/);
+});
+
+test("compile: stats prove reuse, and a dtype change recompiles with its failed guard logged", async () => {
+  torch.compiler.reset();
+  const f = torch.compile(function scaled(x: torch.Tensor, k: number) { return x.mul(k).add(1); });
+  const x = rand([4, 4], 7);
+  f(x, 3);
+  assert.deepEqual(torch.compiler.stats().compiles, 1);
+  await close(f(rand([4, 4], 8), 3), rand([4, 4], 8).mul(3).add(1), 0, "same shape, new values");
+  let st = torch.compiler.stats();
+  assert.equal(st.compiles, 1, "a second call with the same shapes compiles nothing");
+  assert.equal(st.cacheHits, 1);
+  await close(f(x, 5), x.mul(5).add(1), 0, "a new scalar argument");
+  assert.equal(torch.compiler.stats().compiles, 2, "a scalar argument is guarded");
+  f(rand([2, 4], 9), 3);
+  f(rand([2, 4], 10), 3);
+  st = torch.compiler.stats();
+  assert.equal(st.compiles, 3, "a new shape compiles once");
+  assert.equal(st.cacheHits, 2);
+
+  const logged: string[] = [];
+  const original = console.error;
+  const before = process.env.TSORCH_LOGS;
+  process.env.TSORCH_LOGS = "recompiles";
+  console.error = (...a: unknown[]) => { logged.push(a.join(" ")); };
+  try {
+    await close(f(x.to("float16"), 3), x.to("float16").mul(3).add(1), 0, "float16");
+  } finally {
+    console.error = original;
+    if (before === undefined) delete process.env.TSORCH_LOGS;
+    else process.env.TSORCH_LOGS = before;
+  }
+  st = torch.compiler.stats();
+  assert.equal(st.compiles, 4);
+  assert.match(st.recompileReasons.at(-1)!, /scaled: args\[0\]: dtype mismatch, expected float32, got float16/);
+  assert.equal(logged.length, 1);
+  assert.match(logged[0], /Recompiling function scaled[\s\S]*dtype mismatch, expected float32, got float16/);
+
+  const many = torch.compile(function many(v: torch.Tensor) { return v.add(1); });
+  for (let n = 1; n <= 66; n++) await close(many(torch.ones([n])), torch.full([n], 2), 0, `length ${n}`);
+  st = torch.compiler.stats();
+  assert.equal(st.compiles, 4 + 64, "one function keeps at most 64 graphs");
+  assert.match(st.recompileReasons.at(-1)!, /many: recompile limit \(64 graphs\) reached/);
+});
+
+test("compile: reading values or uploading host data breaks the graph; later calls stay correct (eager)", async () => {
+  torch.compiler.reset();
+  const reads = torch.compile(function reads(x: torch.Tensor) {
+    void x.data(); // a read: what follows could depend on it
+    return x.add(1);
+  });
+  const uploads = torch.compile(function uploads(x: torch.Tensor) {
+    return x.add(torch.tensor([1, 2, 3, 4]));
+  });
+  let offset = 0;
+  const closure = torch.compile(function closure(x: torch.Tensor) {
+    return x.add(torch.tensor([offset, offset, offset, offset]));
+  });
+  for (const seed of [1, 2]) {
+    const x = rand([4], seed);
+    await close(reads(x), x.add(1), 0, "reads");
+    await close(uploads(x), x.add(torch.tensor([1, 2, 3, 4])), 0, "uploads");
+    offset = seed * 10;
+    await close(closure(x), x.add(offset), 0, "host data from closure state is never baked");
+  }
+  const st = torch.compiler.stats();
+  assert.equal(st.graphBreaks, 3);
+  assert.equal(st.compiles, 3);
+  assert.equal(st.cacheHits, 0, "a broken key runs eagerly");
+  assert.match(st.graphBreakReasons.join("\n"), /reads: data\(\) reads tensor values on the host/);
+  assert.match(st.graphBreakReasons.join("\n"), /uploads: host data \(4 values\) is uploaded inside the function/);
+
+  const later = torch.compile(async function later(x: torch.Tensor) { return x.add(1); });
+  await close(await later(torch.tensor([41])), torch.tensor([42]), 0, "async");
+  assert.match(torch.compiler.stats().graphBreakReasons.at(-1)!, /later: the function is async/);
+});
+
+test("compile: mutations of a captured buffer and of an input are part of the graph", async () => {
+  torch.compiler.reset();
+  const cache = torch.zeros([4, 3]);
+  const write = torch.compile(function write(k: torch.Tensor, out: torch.Tensor) {
+    torch.copyInto(k.mul(2), cache.narrow(0, 1, 1)); // a KV-cache-like write into captured state
+    torch.copyInto(k.add(1), out);                    // a write into an argument
+    return torch.sum(cache, 0);
+  });
+  for (const seed of [1, 2, 3]) {
+    const k = rand([1, 3], seed), out = torch.zeros([1, 3]);
+    const total = write(k, out);
+    const want = Array.from(await k.mul(2).data(), Number);
+    assert.deepEqual(Array.from(await cache.narrow(0, 1, 1).data(), Number), want, `cache row 1, call ${seed}`);
+    assert.deepEqual(Array.from(await total.data(), Number), want, `sum over the cache, call ${seed}`);
+    assert.deepEqual(Array.from(await out.data(), Number), Array.from(await k.add(1).data(), Number), `argument written, call ${seed}`);
+  }
+  assert.equal(torch.compiler.stats().cacheHits, 2);
+});
+
+test("compile: dead code is removed and a replay allocates only its outputs", async () => {
+  torch.compiler.reset();
+  const dev = torch.getDevice("cpu");
+  const f = torch.compile(function chain(x: torch.Tensor) {
+    void torch.exp(x).mul(3); // never used
+    let h = x;
+    for (let i = 0; i < 6; i++) h = torch.softmax(h, -1);
+    return h;
+  });
+  // Five 256-byte intermediates, each live from one softmax to the next: two buffers serve them all.
+  assert.match(graphLog(() => f(rand([64], 1))), /chain: 6 kernel calls \(2 dead removed, 0 fused away\), intermediates 1280 -> 512 bytes/);
+  const x = rand([64], 2);
+  const allocate = dev.allocate.bind(dev);
+  let allocations = 0;
+  dev.allocate = (n: number) => { allocations++; return allocate(n); };
+  let y: torch.Tensor;
+  try {
+    y = f(x);
+  } finally {
+    dev.allocate = allocate;
+  }
+  assert.equal(allocations, 1, "only the returned tensor is allocated");
+  let h = x;
+  for (let i = 0; i < 6; i++) h = torch.softmax(h, -1);
+  await close(y, h, 0, "chain");
+});
+
+test("compile: a Module's forward; replacing a parameter recompiles; nested compiled calls are traced inline", async () => {
+  torch.compiler.reset();
+  const lin = new Linear(8, 4);
+  lin.weight.set(rand([4, 8], 1));
+  lin.bias!.set(rand([4], 2));
+  const step = torch.compile(lin);
+  const x = rand([2, 8], 3);
+  await close(step(x), lin.forward(x), 0, "first call");
+  await close(step(rand([2, 8], 4)), lin.forward(rand([2, 8], 4)), 0, "replay");
+  lin.weight.set(rand([4, 8], 5));
+  await close(step(x), lin.forward(x), 0, "after a new weight");
+  const st = torch.compiler.stats();
+  assert.equal(st.compiles, 2);
+  assert.match(st.recompileReasons[0], /Linear: parameter 'weight' was replaced/);
+
+  const outer = torch.compile((v: torch.Tensor) => torch.relu(step(v)));
+  await close(outer(x), torch.relu(lin.forward(x)), 0, "outer, first call");
+  await close(outer(rand([2, 8], 6)), torch.relu(lin.forward(rand([2, 8], 6))), 0, "outer, replay");
+  assert.throws(() => torch.compile(42 as never), /compile: expected a function or a Module with forward, got number/);
+});
+
+/** logits of stories260K with rotary tables given as tensors (the model's forward builds them from JS positions). */
+async function storiesForward(t: TestContext, device: string, tol: number, hfTol: number): Promise<void> {
+  const skip = missing(STORIES);
+  if (skip) return t.skip(skip);
+  const expected = readJson(path.join(STORIES, "expected.json"));
+  const model = await AutoModelForCausalLM.fromPretrained(STORIES, { device }) as any;
+  const dev = await torch.openDevice(device);
+  const forward = (ids: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor): torch.Tensor => {
+    let x = model.model.embed_tokens.forward(ids);
+    for (const layer of model.model.layers.items) x = layer.forward(x, cos, sin, null, null);
+    return model.lm_head.forward(model.model.norm.forward(x));
+  };
+  torch.compiler.reset();
+  const compiled = torch.compile(forward);
+  const gens = expected.generation as { input_ids: number[]; last_logits: number[] }[];
+  for (const g of [...gens, ...gens]) {
+    const L = g.input_ids.length;
+    const ids = torch.tensor([g.input_ids], { dtype: "int64", device });
+    const { cos, sin } = ropeCosSin(model.c.rope, [g.input_ids.map((_, i) => i)], dev);
+    const got = torch.tidy(() => compiled(ids, cos, sin));
+    await close(got, forward(ids, cos, sin), tol, `logits of ${L} tokens`);
+    const last = Array.from(await got.narrow(1, L - 1, 1).data(), Number);
+    assert.ok(maxAbsDiff(last, g.last_logits) < hfTol, `transformers' last logits: max diff ${maxAbsDiff(last, g.last_logits)}`);
+  }
+  const st = torch.compiler.stats();
+  assert.equal(st.compiles, new Set(gens.map((g) => g.input_ids.length)).size);
+  assert.equal(st.cacheHits, 2 * gens.length - st.compiles);
+}
+
+test("compile: stories260K forward on cpu equals eager within 1e-5", (t) => storiesForward(t, "cpu", 1e-5, 1e-4));
+
+test("compile: on webgpu, functions within 1e-4 (elementwise chains fused) and the stories260K forward within 1e-4 of eager", async (t) => {
+  const dev = await webgpuOrSkip(t);
+  if (!dev) return;
+  await functionsMatchEager(dev, 1e-4);
+  await storiesForward(t, "webgpu", 1e-4, 1e-3);
+});
