@@ -1,6 +1,6 @@
 /**
  * `npm run bench -- --model DIR [--device cpu|webgpu] [--threads N] [--peer-python PATH]`
- * `npm run bench -- --pipeline DIR [--device D] [--steps N] [--sizes HxW,HxW] [--peer-python PATH]`:
+ * `npm run bench -- --pipeline DIR [--device D] [--steps N] [--sizes HxW,HxW] [--peer-python PATH] [--compile]`:
  * a diffusers pipeline instead (bench/diffusion.ts).
  * (--threads: the cpu thread pool's size, default TSORCH_NUM_THREADS, else every CPU this process
  * may use; the report's "threads" is the size the pool really has. Bad flags: one line, exit 2.)
@@ -20,7 +20,7 @@ import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
 
 const PROMPT = 32, NEW_TOKENS = 64;
-const USAGE = "usage: npm run bench -- [--model DIR | --pipeline DIR [--steps N] [--sizes HxW,HxW]] [--device cpu|webgpu] [--threads N] [--peer-python PATH]";
+const USAGE = "usage: npm run bench -- [--model DIR | --pipeline DIR [--steps N] [--sizes HxW,HxW] [--compile]] [--device cpu|webgpu] [--threads N] [--peer-python PATH]";
 
 /** Print a one-line error and the usage, exit 2. */
 function usageError(message: string): never {
@@ -34,7 +34,7 @@ function parseFlags() {
   try {
     ({ values } = parseArgs({
       options: { model: { type: "string" }, device: { type: "string", default: "cpu" }, threads: { type: "string" }, "peer-python": { type: "string" }, pipeline: { type: "string" },
-        steps: { type: "string" }, sizes: { type: "string" } },
+        steps: { type: "string" }, sizes: { type: "string" }, compile: { type: "boolean" } },
     }));
   } catch (e) {
     usageError((e as Error).message.replace(/\s*\n\s*/g, " "));
@@ -48,6 +48,7 @@ function parseFlags() {
   if (values.steps !== undefined && !/^[1-9][0-9]*$/.test(values.steps)) usageError(`--steps expects a positive integer, got '${values.steps}'`);
   if (values.sizes !== undefined && !/^\d+x\d+(,\d+x\d+)*$/.test(values.sizes)) usageError(`--sizes expects HxW[,HxW...], got '${values.sizes}'`);
   if ((values.steps !== undefined || values.sizes !== undefined) && values.pipeline === undefined) usageError("--steps and --sizes need --pipeline");
+  if (values.compile && values.pipeline === undefined) usageError("--compile needs --pipeline");
   return { ...values, device: values.device as string };
 }
 
@@ -120,7 +121,7 @@ async function modelBench(dir: string, device: string) {
 
 if (values.pipeline) {
   const { parseSizes, pipelineBench } = await import("./diffusion.js");
-  const opts = { steps: values.steps ? Number(values.steps) : undefined, sizes: values.sizes ? parseSizes(values.sizes) : undefined, peerPython: values["peer-python"] };
+  const opts = { steps: values.steps ? Number(values.steps) : undefined, sizes: values.sizes ? parseSizes(values.sizes) : undefined, peerPython: values["peer-python"], compile: values.compile };
   console.log(JSON.stringify({ device: values.device, threads, pipeline_dir: path.resolve(values.pipeline), ...(await pipelineBench(values.pipeline, values.device, threads, opts)) }, null, 2));
   process.exit(0);
 }
