@@ -4,7 +4,7 @@
  * sample_size × VAE scale factor, square; FLUX: the VAE's sample_size) and 1.5× as wide (rounded to a multiple of 16) — over 4
  * denoising steps with classifier-free guidance: seconds per denoising step (steps 2.., each
  * synchronised by reading the latents) and seconds per image (the whole call: prompt encoding, the
- * steps, VAE decode). Each size first runs one step without decoding as a warm-up. With
+ * steps, VAE decode). Each size first runs one step and the decode as a warm-up (compiled: this compiles both graphs). With
  * --peer-python (torch + diffusers, bench/diffusion_peer.py) the same workload runs in PyTorch in
  * the same run and the report adds tsorch / PyTorch ratios. With --compile the same sizes then run
  * again after `pipe.compile()` (each size's first compiled call compiles; its timed call replays)
@@ -21,7 +21,7 @@ const PROMPT = "A painting of a squirrel eating a burger";
 interface SizeResult { height: number; width: number; steps: number; seconds_per_step: number; seconds_per_image: number }
 
 async function timeOne(pipe: DiffusionPipeline, height: number, width: number, steps: number): Promise<SizeResult> {
-  await pipe.call({ prompt: PROMPT, height, width, numInferenceSteps: 1, guidanceScale: 7.5, seed: 0, outputType: "latent" });
+  await pipe.call({ prompt: PROMPT, height, width, numInferenceSteps: 1, guidanceScale: 7.5, seed: 0, outputType: "np" });
   const marks: number[] = [];
   const t0 = performance.now();
   const out = await pipe.call({
