@@ -317,9 +317,10 @@ export interface FluxTransformerInputs {
   /** The guidance scale, one per row (or one for all); required when config.guidance_embeds. */
   guidance?: number | readonly number[] | Tensor | null;
   /** Position ids [S][3] of the image tokens and [T][3] of the text tokens. */
-  imgIds: readonly (readonly number[])[];
-  txtIds: readonly (readonly number[])[];
-  /** Rotary tables of [txtIds; imgIds] from {@link FluxTransformer2DModel.rotaryEmbedding}, to reuse across steps. */
+  imgIds?: readonly (readonly number[])[];
+  txtIds?: readonly (readonly number[])[];
+  /** Rotary tables of [txtIds; imgIds] from {@link FluxTransformer2DModel.rotaryEmbedding}, to reuse across steps; when
+   * given, the ids may be left out (a compiled forward then does not guard thousands of id values per call). */
   imageRotaryEmb?: FluxRotaryEmbedding;
 }
 
@@ -376,7 +377,13 @@ export class FluxTransformer2DModel extends ModelMixin {
     if (x0.ndim !== 3 || x0.shape[2] !== c.in_channels) throw new RangeError(`${name}: hidden_states must be [B, S, ${c.in_channels}], got [${x0.shape}]`);
     if (txt0.ndim !== 3 || txt0.shape[0] !== B || txt0.shape[2] !== c.joint_attention_dim) throw new RangeError(`${name}: encoder_hidden_states must be [${B}, T, ${c.joint_attention_dim}], got [${txt0.shape}]`);
     if (pooled.ndim !== 2 || pooled.shape[0] !== B || pooled.shape[1] !== c.pooled_projection_dim) throw new RangeError(`${name}: pooled_projections must be [${B}, ${c.pooled_projection_dim}], got [${pooled.shape}]`);
-    if (inputs.imgIds.length !== S || inputs.txtIds.length !== T) throw new RangeError(`${name}: img_ids/txt_ids have ${inputs.imgIds.length}/${inputs.txtIds.length} rows for ${S} image and ${T} text tokens`);
+    const { imgIds, txtIds, imageRotaryEmb } = inputs;
+    if (imgIds && txtIds) {
+      if (imgIds.length !== S || txtIds.length !== T) throw new RangeError(`${name}: img_ids/txt_ids have ${imgIds.length}/${txtIds.length} rows for ${S} image and ${T} text tokens`);
+    } else if (!imageRotaryEmb) {
+      throw new RangeError(`${name}: give img_ids and txt_ids, or image_rotary_emb`);
+    }
+    if (imageRotaryEmb && imageRotaryEmb.cos.shape[1] !== T + S) throw new RangeError(`${name}: image_rotary_emb has ${imageRotaryEmb.cos.shape[1]} positions for ${T} text + ${S} image tokens`);
     const perRow = (v: number | readonly number[] | Tensor, what: string) => {
       const t = timestepTensor(v, x0.device);
       if (t.numel !== 1 && t.numel !== B) throw new RangeError(`${name}: ${what} has ${t.numel} values for batch ${B}`);
@@ -385,7 +392,7 @@ export class FluxTransformer2DModel extends ModelMixin {
     };
     if (c.guidance_embeds && (inputs.guidance === undefined || inputs.guidance === null)) throw new RangeError(`${name}: guidance is required (config.guidance_embeds is true)`);
     const temb = this.timeTextEmbed.forward(perRow(inputs.timestep, "timestep"), c.guidance_embeds ? perRow(inputs.guidance!, "guidance") : null, pooled);
-    const rope = inputs.imageRotaryEmb ?? this.rotaryEmbedding(inputs.txtIds, inputs.imgIds, x0.device);
+    const rope = imageRotaryEmb ?? this.rotaryEmbedding(txtIds!, imgIds!, x0.device);
 
     let x = this.xEmbedder.forward(x0);
     let txt = this.contextEmbedder.forward(txt0);

@@ -168,7 +168,7 @@ export class FluxPipeline extends DiffusionPipeline {
       latents = tidy(() => {
         const v = this.denoise({
           hiddenStates: x, encoderHiddenStates: promptEmbeds, pooledProjections: pooledPromptEmbeds,
-          timestep: timestepTensor(Math.fround(t / 1000), device), guidance, txtIds, imgIds, imageRotaryEmb: rope,
+          timestep: timestepTensor(Math.fround(t / 1000), device), guidance, imageRotaryEmb: rope,
         });
         return scheduler.step(v, t, x).prevSample;
       });
