@@ -22,6 +22,7 @@ export const DIFFUSE_USAGE = `usage: tsorch diffuse --model DIR_OR_HUB_ID --prom
   --latents FILE           initial latents instead: the tensor "latents" of a .safetensors file
                            (e.g. a diffusers run's randn draw, to reproduce its image)
   --device cpu|webgpu  --dtype auto|float32|float16|bfloat16   (weights)
+  --compile                compile the denoiser and the VAE decoder (pipe.compile())
 A progress bar over the steps is drawn on stderr when it is a terminal.`;
 
 const SCHEDULERS: Record<string, string> = {
@@ -33,6 +34,7 @@ const FLAGS = {
   model: { type: "string" }, prompt: { type: "string" }, "negative-prompt": { type: "string" }, height: { type: "string" },
   width: { type: "string" }, steps: { type: "string" }, "guidance-scale": { type: "string" }, scheduler: { type: "string" },
   seed: { type: "string" }, latents: { type: "string" }, "max-sequence-length": { type: "string" }, device: { type: "string" }, dtype: { type: "string" }, output: { type: "string" }, revision: { type: "string" },
+  compile: { type: "boolean" },
 } as const;
 
 /** Run `tsorch diffuse` with `argv` (after the command name). Throws UsageError for bad flags. */
@@ -59,6 +61,7 @@ export async function diffuseCommand(argv: string[]): Promise<void> {
   const pipe = await DiffusionPipeline.fromPretrained(v.model as string, { device, dtype, revision: v.revision as string | undefined });
   if (sched) pipe.scheduler = new (schedulerClass(SCHEDULERS[sched]))(pipe.scheduler.config);
   if (typeof v.latents === "string") opts.latents = readLatents(v.latents, pipe.device);
+  if (v.compile === true) await pipe.compile();
   const bar = new cliProgress.SingleBar({ stream: process.stderr, format: "denoising [{bar}] {value}/{total} steps | {duration_formatted} elapsed | eta {eta_formatted}" }, cliProgress.Presets.shades_classic);
   let started = false;
   opts.callbackOnStepEnd = (step) => {

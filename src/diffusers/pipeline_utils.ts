@@ -11,6 +11,7 @@ import type { Device } from "../devices/device.js";
 import { openDevice } from "../devices/registry.js";
 import { readJsonObject } from "../hub/config.js";
 import { loadCheckpoint, resolvePipeline, COMPONENT_WEIGHT_FILES, MODEL_INDEX_FILE, type JsonObject, type RawTensor, type ResolveOptions } from "../hub/index.js";
+import { compile } from "../compile/index.js";
 import { Module } from "../nn/module.js";
 import { isFloating, parseDType, type DType } from "../tensor/dtype.js";
 import type { Tensor } from "../tensor/tensor.js";
@@ -117,8 +118,44 @@ export abstract class DiffusionPipeline {
   /** model_index.json as read (empty for a pipeline built from components). */
   modelIndex: JsonObject = {};
 
+  /** The compiled denoiser forward and VAE decoder after {@link compile}, else null (eager). */
+  protected compiled: { denoiser: (...args: any[]) => Tensor; decode: (z: Tensor) => Tensor } | null = null;
+
   constructor(components: Record<string, unknown>) {
     this.components = components;
+  }
+
+  /** The denoising model (UNet or transformer) whose forward {@link compile} compiles. */
+  protected abstract get denoiser(): Module & { forward(...args: any[]): Tensor };
+
+  /**
+   * torch.compile the denoiser's forward and the VAE decoder (compile/compile.ts): the first image
+   * of a size compiles both, later images of that size replay the graphs (torch.compiler.stats()
+   * counts cacheHits), a new size compiles once. The timestep enters the denoiser as a tensor, so
+   * the steps share one graph. Whatever cannot be captured is reported as a graph break and runs
+   * eagerly. Moving the pipeline (`to`) recompiles on the next call (the parameters are guarded).
+   */
+  async compile(): Promise<this> {
+    const denoiser = this.denoiser;
+    this.compiled = {
+      denoiser: compile(denoiser, { name: denoiser.constructor.name }),
+      decode: compile(new VaeDecode(this.component("vae")), { name: "AutoencoderKL.decode" }),
+    };
+    return this;
+  }
+
+  /** True after {@link compile}. */
+  get isCompiled(): boolean { return this.compiled !== null; }
+
+  /** The denoiser's forward, compiled after {@link compile}. */
+  protected denoise(...args: unknown[]): Tensor {
+    const d = this.denoiser;
+    return this.compiled ? this.compiled.denoiser(...args) : d.forward(...args);
+  }
+
+  /** vae.decode(z), compiled after {@link compile}. */
+  protected decodeLatents(z: Tensor): Tensor {
+    return this.compiled ? this.compiled.decode(z) : this.component<VaeDecoder>("vae").decode(z);
   }
 
   /** Generate images (see each pipeline for its extra options). */
@@ -199,4 +236,15 @@ export function parseWeightDtype(dtype: string | undefined): DType | undefined {
   }
   if (!isFloating(dt)) throw new PipelineLoadError(`dtype '${dtype}' is not a weight dtype; supported: ${supported}`);
   return dt;
+}
+
+interface VaeDecoder extends Module { decode(z: Tensor): Tensor }
+
+/** vae.decode as a module's forward, so compile guards the VAE's parameters. */
+class VaeDecode extends Module {
+  constructor(private readonly vae: VaeDecoder) {
+    super();
+    this.module("vae", vae);
+  }
+  forward(z: Tensor): Tensor { return this.vae.decode(z); }
 }

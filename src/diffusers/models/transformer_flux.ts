@@ -19,6 +19,7 @@ import { tensor } from "../../tensor/creation.js";
 import { add, applyRotary, cat, geluTanh, layerNorm, mul, scaledDotProductAttention, silu } from "../../tensor/ops.js";
 import type { Tensor } from "../../tensor/tensor.js";
 import { ModelMixin } from "./modeling_utils.js";
+import { SinusoidalTimesteps, timestepTensor } from "./embeddings.js";
 
 // ------------------------------------------------------------------ config
 
@@ -45,25 +46,13 @@ const DEFAULTS: FluxTransformerConfig = {
 // ------------------------------------------------------------------ embeddings (host-side tables)
 
 /**
- * get_timestep_embedding(t, 256, flip_sin_to_cos=True, downscale_freq_shift=0) for each value of
- * `t`: [cos(t·f_j), sin(t·f_j)] with f_j = exp(-ln(10000)·j/128). The arguments are rounded in
- * float32 steps as torch computes them on float32 tensors, since t reaches 1000 (a float32 ulp
- * there is 6e-5). Returns float32 data [t.length, dim].
+ * The frequencies of get_timestep_embedding(t, 256, flip_sin_to_cos=True, downscale_freq_shift=0):
+ * f_j = exp(-ln(10000)·j/128), rounded in float32 steps as torch computes them.
  */
-export function timestepSinusoid(t: readonly number[], dim: number): Float32Array {
+function fluxFrequencies(half: number): Float32Array {
   const f = Math.fround;
-  const half = Math.floor(dim / 2);
   const negLogPeriod = f(-Math.log(10000));
-  const freqs = Array.from({ length: half }, (_, j) => f(Math.exp(f(f(negLogPeriod * j) / half))));
-  const out = new Float32Array(t.length * dim);
-  t.forEach((tb, b) => {
-    for (let j = 0; j < half; j++) {
-      const arg = f(f(tb) * freqs[j]);
-      out[b * dim + j] = Math.cos(arg);
-      out[b * dim + half + j] = Math.sin(arg);
-    }
-  });
-  return out;
+  return Float32Array.from({ length: half }, (_, j) => f(Math.exp(f(f(negLogPeriod * j) / half))));
 }
 
 /** Rotary tables of one forward: cos and sin [1, S, head_dim] in the half-split channel order (see FluxPosEmbed). */
@@ -128,15 +117,18 @@ class TimeTextEmbed extends Module {
   readonly timestepEmbedder: MLPEmbedding;
   readonly guidanceEmbedder: MLPEmbedding | null;
   readonly textEmbedder: MLPEmbedding;
+  /** [cos(t·f), sin(t·f)] of 256 channels, on device. */
+  readonly sinusoid = new SinusoidalTimesteps(256, true, fluxFrequencies(128));
   constructor(dim: number, pooledDim: number, guidance: boolean) {
     super();
     this.timestepEmbedder = this.module("timestep_embedder", new MLPEmbedding(256, dim));
     this.guidanceEmbedder = guidance ? this.module("guidance_embedder", new MLPEmbedding(256, dim)) : null;
     this.textEmbedder = this.module("text_embedder", new MLPEmbedding(pooledDim, dim));
   }
-  /** `timestep`, `guidance`: already ×1000, one per batch row. */
-  forward(timestep: number[], guidance: number[] | null, pooled: Tensor): Tensor {
-    const sinusoid = (v: number[]) => tensor(timestepSinusoid(v, 256), { shape: [v.length, 256], dtype: "float32", device: pooled.device });
+  /** `timestep`, `guidance`: float32 [1] or [B], already ×1000. */
+  forward(timestep: Tensor, guidance: Tensor | null, pooled: Tensor): Tensor {
+    const B = pooled.shape[0];
+    const sinusoid = (v: Tensor) => this.sinusoid.embed(v, B);
     let emb = this.timestepEmbedder.forward(sinusoid(timestep));
     if (this.guidanceEmbedder && guidance) emb = add(emb, this.guidanceEmbedder.forward(sinusoid(guidance)));
     return add(emb, this.textEmbedder.forward(pooled));
@@ -319,14 +311,16 @@ export interface FluxTransformerInputs {
   encoderHiddenStates: Tensor;
   /** CLIP pooled output [B, pooled_projection_dim]. */
   pooledProjections: Tensor;
-  /** The scheduler's timestep / 1000 (sigma), one per batch row (or one for all). */
-  timestep: number | readonly number[];
+  /** The scheduler's timestep / 1000 (sigma), one per batch row (or one for all); a float32 tensor
+   * [1] or [B] keeps a compiled forward from recompiling per step (JS numbers are guarded by value). */
+  timestep: number | readonly number[] | Tensor;
   /** The guidance scale, one per row (or one for all); required when config.guidance_embeds. */
-  guidance?: number | readonly number[] | null;
+  guidance?: number | readonly number[] | Tensor | null;
   /** Position ids [S][3] of the image tokens and [T][3] of the text tokens. */
-  imgIds: readonly (readonly number[])[];
-  txtIds: readonly (readonly number[])[];
-  /** Rotary tables of [txtIds; imgIds] from {@link FluxTransformer2DModel.rotaryEmbedding}, to reuse across steps. */
+  imgIds?: readonly (readonly number[])[];
+  txtIds?: readonly (readonly number[])[];
+  /** Rotary tables of [txtIds; imgIds] from {@link FluxTransformer2DModel.rotaryEmbedding}, to reuse across steps; when
+   * given, the ids may be left out (a compiled forward then does not guard thousands of id values per call). */
   imageRotaryEmb?: FluxRotaryEmbedding;
 }
 
@@ -383,16 +377,22 @@ export class FluxTransformer2DModel extends ModelMixin {
     if (x0.ndim !== 3 || x0.shape[2] !== c.in_channels) throw new RangeError(`${name}: hidden_states must be [B, S, ${c.in_channels}], got [${x0.shape}]`);
     if (txt0.ndim !== 3 || txt0.shape[0] !== B || txt0.shape[2] !== c.joint_attention_dim) throw new RangeError(`${name}: encoder_hidden_states must be [${B}, T, ${c.joint_attention_dim}], got [${txt0.shape}]`);
     if (pooled.ndim !== 2 || pooled.shape[0] !== B || pooled.shape[1] !== c.pooled_projection_dim) throw new RangeError(`${name}: pooled_projections must be [${B}, ${c.pooled_projection_dim}], got [${pooled.shape}]`);
-    if (inputs.imgIds.length !== S || inputs.txtIds.length !== T) throw new RangeError(`${name}: img_ids/txt_ids have ${inputs.imgIds.length}/${inputs.txtIds.length} rows for ${S} image and ${T} text tokens`);
-    const perRow = (v: number | readonly number[], what: string) => {
-      const a = typeof v === "number" ? Array<number>(B).fill(v) : [...v];
-      if (a.length !== B) throw new RangeError(`${name}: ${what} has ${a.length} values for batch ${B}`);
+    const { imgIds, txtIds, imageRotaryEmb } = inputs;
+    if (imgIds && txtIds) {
+      if (imgIds.length !== S || txtIds.length !== T) throw new RangeError(`${name}: img_ids/txt_ids have ${imgIds.length}/${txtIds.length} rows for ${S} image and ${T} text tokens`);
+    } else if (!imageRotaryEmb) {
+      throw new RangeError(`${name}: give img_ids and txt_ids, or image_rotary_emb`);
+    }
+    if (imageRotaryEmb && imageRotaryEmb.cos.shape[1] !== T + S) throw new RangeError(`${name}: image_rotary_emb has ${imageRotaryEmb.cos.shape[1]} positions for ${T} text + ${S} image tokens`);
+    const perRow = (v: number | readonly number[] | Tensor, what: string) => {
+      const t = timestepTensor(v, x0.device);
+      if (t.numel !== 1 && t.numel !== B) throw new RangeError(`${name}: ${what} has ${t.numel} values for batch ${B}`);
       // diffusers: timestep.to(dtype) * 1000 on float32 tensors.
-      return a.map((t) => Math.fround(Math.fround(t) * 1000));
+      return t.to("float32").mul(1000);
     };
     if (c.guidance_embeds && (inputs.guidance === undefined || inputs.guidance === null)) throw new RangeError(`${name}: guidance is required (config.guidance_embeds is true)`);
     const temb = this.timeTextEmbed.forward(perRow(inputs.timestep, "timestep"), c.guidance_embeds ? perRow(inputs.guidance!, "guidance") : null, pooled);
-    const rope = inputs.imageRotaryEmb ?? this.rotaryEmbedding(inputs.txtIds, inputs.imgIds, x0.device);
+    const rope = imageRotaryEmb ?? this.rotaryEmbedding(txtIds!, imgIds!, x0.device);
 
     let x = this.xEmbedder.forward(x0);
     let txt = this.contextEmbedder.forward(txt0);

@@ -14,7 +14,7 @@ import { activation, type Activation } from "../../nn/activations.js";
 import { Conv2d, GroupNorm, ModuleList } from "../../nn/index.js";
 import { tidy } from "../../tensor/index.js";
 import type { Tensor } from "../../tensor/tensor.js";
-import { timestepEmbedding, TimestepEmbedding } from "./embeddings.js";
+import { SinusoidalTimesteps, sinusoidFrequencies, TimestepEmbedding, timestepTensor } from "./embeddings.js";
 import { cfgNum, ModelMixin, perBlock, refuseOption } from "./modeling_utils.js";
 import { DownBlock2D, MidBlock2D, UpBlock2D, type BlockOptions } from "./unet_2d_blocks.js";
 
@@ -33,9 +33,8 @@ export class UNet2DConditionModel extends ModelMixin {
   readonly inChannels: number;
   readonly sampleSize: number;
   private readonly act: Activation;
-  private readonly timeDim: number;
-  private readonly flipSinToCos: boolean;
-  private readonly freqShift: number;
+  /** get_timestep_embedding of the timestep tensor (Timesteps(block_out_channels[0], flip_sin_to_cos, freq_shift)). */
+  readonly timeProj: SinusoidalTimesteps;
   private readonly centerInputSample: boolean;
 
   /** Throws naming the config field for anything outside SD 1.x/2.x's UNet. */
@@ -71,10 +70,10 @@ export class UNet2DConditionModel extends ModelMixin {
     const onlyCross = perBlock<boolean>(config, "only_cross_attention", false, n, NAME);
     const linearProj = config.use_linear_projection === true;
     const inK = cfgNum(config, "conv_in_kernel", 3, NAME), outK = cfgNum(config, "conv_out_kernel", 3, NAME);
-    this.flipSinToCos = config.flip_sin_to_cos !== false;
-    this.freqShift = cfgNum(config, "freq_shift", 0, NAME);
+    const flipSinToCos = config.flip_sin_to_cos !== false;
+    const freqShift = cfgNum(config, "freq_shift", 0, NAME);
     this.centerInputSample = config.center_input_sample === true;
-    this.timeDim = boc[0];
+    this.timeProj = new SinusoidalTimesteps(boc[0], flipSinToCos, sinusoidFrequencies(boc[0], freqShift));
     const temb = boc[0] * 4;
 
     this.conv_in = this.module("conv_in", new Conv2d(this.inChannels, boc[0], inK, { padding: (inK - 1) / 2 }));
@@ -106,13 +105,14 @@ export class UNet2DConditionModel extends ModelMixin {
   }
 
   /**
-   * sample [B, in_channels, h, w] float32, timestep (one number for the batch, int or float as the
-   * scheduler gives it), encoderHiddenStates [B, L, cross_attention_dim] -> [B, out_channels, h, w].
+   * sample [B, in_channels, h, w] float32, timestep (a float32 tensor [1] or [B] on the sample's
+   * device, or a JS number as the scheduler gives it; a compiled forward guards a JS number by value,
+   * so pass a tensor there), encoderHiddenStates [B, L, cross_attention_dim] -> [B, out_channels, h, w].
    */
-  forward(sample: Tensor, timestep: number, encoderHiddenStates: Tensor): Tensor {
+  forward(sample: Tensor, timestep: number | Tensor, encoderHiddenStates: Tensor): Tensor {
     if (sample.ndim !== 4 || sample.shape[1] !== this.inChannels) throw new RangeError(`${NAME}: sample must be [B, ${this.inChannels}, h, w], got [${sample.shape}]`);
     const B = sample.shape[0];
-    const temb = tidy(() => this.time_embedding.forward(timestepEmbedding(new Array(B).fill(timestep), this.timeDim, this.flipSinToCos, this.freqShift, this.device)));
+    const temb = tidy(() => this.time_embedding.forward(this.timeProj.embed(timestepTensor(timestep, sample.device), B)));
     let h = tidy(() => this.conv_in.forward(this.centerInputSample ? sample.mul(2).sub(1) : sample));
     const skips: Tensor[] = [h];
     for (const block of this.down_blocks.items) {

@@ -21,6 +21,7 @@ import type { PreTrainedTokenizer } from "../../transformers/tokenization.js";
 import { loadTokenizer } from "../components.js";
 import { denormalizeToNHWC, numpyToPil } from "../image_processor.js";
 import type { AutoencoderKL } from "../models/autoencoder_kl.js";
+import { timestepTensor } from "../models/embeddings.js";
 import { FluxTransformer2DModel } from "../models/transformer_flux.js";
 import { DiffusionPipeline, loadModelComponent, registerComponent, registerPipeline, type DiffusionCallOptions, type DiffusionOutput } from "../pipeline_utils.js";
 import { calculateShift, FlowMatchEulerDiscreteScheduler, linspace } from "../schedulers/scheduling_flow_match_euler_discrete.js";
@@ -71,6 +72,7 @@ export function latentImageIds(packedHeight: number, packedWidth: number): numbe
 
 export class FluxPipeline extends DiffusionPipeline {
   get transformer(): FluxTransformer2DModel { return this.component("transformer"); }
+  protected get denoiser(): FluxTransformer2DModel { return this.transformer; }
   get vae(): AutoencoderKL { return this.component("vae"); }
   get textEncoder(): CLIPTextModel { return this.component("text_encoder"); }
   get tokenizer(): PreTrainedTokenizer { return this.component("tokenizer"); }
@@ -152,6 +154,7 @@ export class FluxPipeline extends DiffusionPipeline {
     const imgIds = latentImageIds(h / 2, w / 2);
     const rope = transformer.rotaryEmbedding(txtIds, imgIds, device);
     const given = o.latents;
+    transformer.timeTextEmbed.sinusoid.prepare(device);
     let latents = tidy(() => given ? (given.ndim === 4 ? packLatents(given.to("float32")) : given.to("float32")) : packLatents(randn(unpacked, o.seed, device)));
 
     const sigmas = o.sigmas ?? linspace(1.0, 1 / steps, steps);
@@ -163,9 +166,9 @@ export class FluxPipeline extends DiffusionPipeline {
     for (const [i, t] of scheduler.timesteps.entries()) {
       const x = latents;
       latents = tidy(() => {
-        const v = transformer.forward({
+        const v = this.denoise({
           hiddenStates: x, encoderHiddenStates: promptEmbeds, pooledProjections: pooledPromptEmbeds,
-          timestep: Math.fround(t / 1000), guidance, txtIds, imgIds, imageRotaryEmb: rope,
+          timestep: timestepTensor(Math.fround(t / 1000), device), guidance, imageRotaryEmb: rope,
         });
         return scheduler.step(v, t, x).prevSample;
       });
@@ -174,7 +177,7 @@ export class FluxPipeline extends DiffusionPipeline {
     if (o.outputType === "latent") return { images: latents };
     const final = latents;
     const vae = this.vae;
-    const image = tidy(() => denormalizeToNHWC(vae.decode(unpackLatents(final, h, w).div(vae.scalingFactor).add(vae.shiftFactor))));
+    const image = tidy(() => denormalizeToNHWC(this.decodeLatents(unpackLatents(final, h, w).div(vae.scalingFactor).add(vae.shiftFactor))));
     return { images: o.outputType === "np" ? image : await numpyToPil(image) };
   }
 }

@@ -19,6 +19,7 @@ import type { Tensor } from "../../tensor/tensor.js";
 import { denormalizeToNHWC, numpyToPil } from "../image_processor.js";
 import { randn } from "../randn.js";
 import type { AutoencoderKL } from "../models/autoencoder_kl.js";
+import { timestepTensor } from "../models/embeddings.js";
 import type { UNet2DConditionModel } from "../models/unet_2d_condition.js";
 import { DiffusionPipeline, registerPipeline, type DiffusionCallOptions, type DiffusionOutput } from "../pipeline_utils.js";
 
@@ -32,6 +33,7 @@ export interface StableDiffusionCallOptions extends DiffusionCallOptions {
 
 export class StableDiffusionPipeline extends DiffusionPipeline {
   get unet(): UNet2DConditionModel { return this.component("unet"); }
+  protected get denoiser(): UNet2DConditionModel { return this.unet; }
   get vae(): AutoencoderKL { return this.component("vae"); }
   get textEncoder(): CLIPTextModel { return this.component("text_encoder"); }
   get tokenizer(): PreTrainedTokenizer { return this.component("tokenizer"); }
@@ -88,11 +90,12 @@ export class StableDiffusionPipeline extends DiffusionPipeline {
       return cfg ? cat([this.encodePrompt(negatives), cond], 0) : cond;
     });
     let latents = tidy(() => (o.latents ?? randn(shape, o.seed, device)).to("float32").mul(scheduler.initNoiseSigma));
+    this.unet.timeProj.prepare(device);
     for (const [i, t] of scheduler.timesteps.entries()) {
       const x = latents;
       latents = tidy(() => {
         const input = scheduler.scaleModelInput(cfg ? cat([x, x], 0) : x, t);
-        const eps = this.unet.forward(input, t, context);
+        const eps = this.denoise(input, timestepTensor(t, device), context);
         let noise = eps;
         if (cfg) {
           const [u, c] = eps.chunk(2, 0);
@@ -104,7 +107,7 @@ export class StableDiffusionPipeline extends DiffusionPipeline {
     }
     if (o.outputType === "latent") return { images: latents };
     const final = latents;
-    const image = tidy(() => denormalizeToNHWC(this.vae.decode(final.div(this.vae.scalingFactor))));
+    const image = tidy(() => denormalizeToNHWC(this.decodeLatents(final.div(this.vae.scalingFactor))));
     return { images: o.outputType === "np" ? image : await numpyToPil(image) };
   }
 }
