@@ -50,6 +50,7 @@
         "src/devices/cpu/native/norm.cc",
         "src/devices/cpu/native/paged_attention.cc",
         "src/devices/cpu/native/quant.cc",
+        "src/devices/cpu/native/quant_hub.cc",
         "src/devices/cpu/native/quant_portable.cc",
         "src/devices/cpu/native/reduce.cc",
         "src/devices/cpu/native/rotary.cc",

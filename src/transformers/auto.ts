@@ -8,6 +8,7 @@ import { isWeightQuantization, quantizeLinears } from "../nn/quantized.js";
 import { isFloating, parseDType, type DType } from "../tensor/dtype.js";
 import type { PreTrainedModel } from "./modeling_utils.js";
 import { causalLMClass } from "./models/index.js";
+import { hubQuantization, prepareHubWeights } from "./quantization_config.js";
 
 export interface FromPretrainedOptions extends SourceOptions {
   /** Device string: "cpu" (default), "webgpu", … */
@@ -45,7 +46,11 @@ export class AutoModelForCausalLM {
     const Model = causalLMClass(config);
     const model = new Model(config);
     model.generationConfig = await loadGenerationConfigFrom(dir, opts);
-    model.loadWeights(await source.loadCheckpoint(dir, opts), device, dtype);
+    // Pre-quantized checkpoints (GPTQ, AWQ, FP8 block-scaled) load as they are (quantization_config.ts).
+    const hubQuant = hubQuantization(config);
+    if (hubQuant && quantize) throw new Error(`dtype '${quantize}' quantizes float checkpoints; ${pathOrId} is already quantized (${hubQuant.method})`);
+    const weights = await source.loadCheckpoint(dir, opts);
+    model.loadWeights(hubQuant ? prepareHubWeights(model, hubQuant, weights) : weights, device, dtype);
     if (quantize) quantizeLinears(model, quantize);
     return model;
   }
