@@ -105,3 +105,18 @@ test("--dtype int8 on a GPTQ checkpoint is refused: it is already quantized", as
   if (skip) return t.skip(skip);
   await assert.rejects(AutoModelForCausalLM.fromPretrained(dir!, { dtype: "int8" }), /dtype 'int8' quantizes float checkpoints; .* is already quantized \(gptq\)/);
 });
+
+test("webgpu --dtype int8 / int4 (q8_0 / q4_0, quantized on cpu, decoded in the shader): logits within 1e-3 of cpu's", async (t) => {
+  const skip = missing(STORIES);
+  if (skip) return t.skip(skip);
+  if (!(await webgpuOrSkip(t))) return;
+  const ids = readJson(path.join(STORIES, "expected.json")).generation[0].input_ids as number[];
+  for (const dtype of ["int8", "int4"]) {
+    const gpu = await AutoModelForCausalLM.fromPretrained(STORIES, { device: "webgpu", dtype });
+    const cpu = await AutoModelForCausalLM.fromPretrained(STORIES, { dtype });
+    const linears = [...gpu.namedModules()].filter(([, m]) => m instanceof Linear) as [string, Linear][];
+    for (const [name, m] of linears) assert.equal(m.quantized?.q.device.type, name.endsWith("down_proj") ? undefined : "webgpu", name);
+    const err = maxAbsDiff(await lastLogits(gpu, ids), await lastLogits(cpu, ids));
+    assert.ok(err < 1e-3, `${dtype}: webgpu vs cpu max |logit diff| ${err}`);
+  }
+});

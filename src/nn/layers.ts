@@ -43,6 +43,10 @@ export class Linear extends Module {
     this.weight = this.param("weight", [outFeatures, inFeatures]);
     this.bias = bias ? this.param("bias", [outFeatures]) : null;
   }
+  /** Forget the float weight once `quantized` replaces it on another device (nn/quantized.ts). */
+  dropWeight(): void {
+    this.replaceParam("weight", {});
+  }
   /** Load `w`'s parameters instead of `weight` (call before loading the checkpoint). */
   useHubWeight(w: HubQuantizedWeight): void {
     this.replaceParam("weight", w.params);

@@ -8,7 +8,7 @@
  * Every packed tensor is bound as words (array<u32>); views are read at their element offsets.
  */
 import type { KernelSignatures } from "../../kernels.js";
-import type { TensorView } from "../../view.js";
+import { numel, type TensorView } from "../../view.js";
 import { grid } from "../dispatch.js";
 import { bufferOf, deviceOf } from "./common.js";
 import { binding, entry, LIBRARY, loader } from "./wgsl.js";
@@ -23,7 +23,8 @@ const WG = 64;
 function quantLinear(key: string, decode: string, helpers: string, x: TensorView, operands: TensorView[],
                      bias: TensorView | null, out: TensorView, extra: number[]): void {
   const dev = deviceOf(out);
-  const [M, K] = x.shape, N = out.shape[1];
+  // out may carry the input's leading dims ([..., N]); it holds M rows of N.
+  const [M, K] = x.shape, N = M > 0 ? numel(out) / M : 0;
   const names = ["A", "B", "C", "D"].slice(0, operands.length);
   const prog = dev.dispatcher.program(`${key}:${bias?.dtype ?? "-"}`, ["read", ...operands.map(() => "read" as const), "read", "write"], () => `${LIBRARY}
 ${binding(1, "X", "read")}${names.map((n, i) => binding(2 + i, n, "read")).join("")}${binding(2 + names.length, "bias", "read")}${loader("bias", bias?.dtype ?? "float32")}
