@@ -21,9 +21,11 @@ namespace {
 
 // Output channels dequantized at a time.
 constexpr int64_t kPanel = 64;
+// Largest M for which GPTQ / AWQ rows are decoded one k at a time and accumulated directly.
+constexpr int64_t kDirectMaxM = 8;
 
-// AutoAWQ packs columns 8c + [0, 2, 4, 6, 1, 3, 5, 7] into nibbles 0..7 of word c: column j sits in
-// nibble kAwqSlot[j].
+// AutoAWQ packs columns 8c + kAwqOrder[i] into nibble i of word c; column j sits in nibble kAwqSlot[j].
+constexpr int kAwqOrder[8] = {0, 2, 4, 6, 1, 3, 5, 7};
 constexpr int kAwqSlot[8] = {0, 4, 1, 5, 2, 6, 3, 7};
 
 // The value of every float8_e4m3fn byte (1 sign, 4 exponent bits with bias 7, 3 mantissa bits,
@@ -73,30 +75,63 @@ void linear_packed_int(const float* x, const int32_t* qweight, const int32_t* qz
   const int per = 32 / bits;
   const uint32_t mask = (1u << bits) - 1;
   const int64_t zrow = N / per;
+  int64_t G = 0;
+  for (int64_t k = 0; k < K; ++k) G = std::max<int64_t>(G, g_idx[k] + 1);
   const std::vector<float> b = bias_to_f32(bias, bias_dtype, N);
-  panel_linear(x, b, out, M, N, K, [&](float* w, int64_t n0, int64_t n1) {
-    for (int64_t k = 0; k < K; ++k) {
-      const int64_t g = g_idx[k];
-      const float* s = scales + g * N;
+  const int64_t panels = (N + kPanel - 1) / kPanel;
+  ThreadPool::get().parallel_for(panels, [&](int64_t p) {
+    const int64_t n0 = p * kPanel, n1 = std::min(N, n0 + kPanel), width = n1 - n0;
+    // The panel k-major (w[k * width + j] = W[n0 + j, k]), and each group's zero points as floats:
+    // code - zero is exact, so w = (code - zero) * scale rounds once, as the tools' dequantizers.
+    float* zf = thread_scratch(2, static_cast<size_t>(G * width));
+    for (int64_t g = 0; g < G; ++g) {
       const uint32_t* z = reinterpret_cast<const uint32_t*>(qzeros + g * zrow);
-      if (awq) {
-        const uint32_t* q = reinterpret_cast<const uint32_t*>(qweight + k * zrow);
-        for (int64_t n = n0; n < n1; ++n) {
-          const int shift = kAwqSlot[n & 7] * 4;
-          const int code = static_cast<int>((q[n >> 3] >> shift) & 15u);
-          const int zero = static_cast<int>((z[n >> 3] >> shift) & 15u);
-          w[(n - n0) * K + k] = static_cast<float>(code - zero) * s[n];
-        }
-      } else {
-        const uint32_t* q = reinterpret_cast<const uint32_t*>(qweight + (k / per) * N);
-        const int qshift = static_cast<int>(k % per) * bits;
-        for (int64_t n = n0; n < n1; ++n) {
-          const int code = static_cast<int>((q[n] >> qshift) & mask);
-          const int zero = static_cast<int>((z[n / per] >> ((n % per) * bits)) & mask) + zero_offset;
-          w[(n - n0) * K + k] = static_cast<float>(code - zero) * s[n];
-        }
+      for (int64_t n = n0; n < n1; ++n) {
+        const int shift = awq ? kAwqSlot[n & 7] * 4 : static_cast<int>(n % per) * bits;
+        zf[g * width + n - n0] = static_cast<float>(static_cast<int>((z[n / per] >> shift) & mask) + zero_offset);
       }
     }
+    // Row k of the panel: w[n0 + j, k] for j < width.
+    auto decode = [&](int64_t k, float* row) {
+      const int64_t g = g_idx[k];
+      const float* s = scales + g * N + n0;
+      const float* z = zf + g * width;
+      if (awq) {
+        // Word c holds columns 8c + kAwqOrder[i] in nibbles i = 0..7 (N and kPanel are multiples of 8).
+        const uint32_t* q = reinterpret_cast<const uint32_t*>(qweight + k * zrow + n0 / 8);
+        for (int64_t c = 0; c < width / 8; ++c) {
+          const uint32_t word = q[c];
+          float* r = row + 8 * c;
+          const float* zc = z + 8 * c;
+          const float* sc = s + 8 * c;
+          for (int i = 0; i < 8; ++i) {
+            const int j = kAwqOrder[i];
+            r[j] = (static_cast<float>((word >> (4 * i)) & 15u) - zc[j]) * sc[j];
+          }
+        }
+      } else {
+        const uint32_t* q = reinterpret_cast<const uint32_t*>(qweight + (k / per) * N + n0);
+        const int shift = static_cast<int>(k % per) * bits;
+        for (int64_t j = 0; j < width; ++j) row[j] = (static_cast<float>((q[j] >> shift) & mask) - z[j]) * s[j];
+      }
+    };
+    if (M <= kDirectMaxM) {
+      // Decode: one row of the panel at a time (in L1), accumulated into every output row.
+      float row[kPanel], acc[kDirectMaxM][kPanel] = {};
+      for (int64_t k = 0; k < K; ++k) {
+        decode(k, row);
+        for (int64_t m = 0; m < M; ++m) {
+          const float xv = x[m * K + k];
+          for (int64_t j = 0; j < width; ++j) acc[m][j] += xv * row[j];
+        }
+      }
+      for (int64_t m = 0; m < M; ++m)
+        for (int64_t j = 0; j < width; ++j) out[m * N + n0 + j] = acc[m][j] + (b.empty() ? 0.f : b[n0 + j]);
+      return;
+    }
+    float* w = thread_scratch(1, static_cast<size_t>(K * width));
+    for (int64_t k = 0; k < K; ++k) decode(k, w + k * width);
+    gemm_range(x, K, M, K, BMatrix{w, kF32, width, 1}, b.empty() ? nullptr : b.data() + n0, out + n0, N, 0, width);
   });
 }
 
