@@ -44,6 +44,11 @@ const float* e4m3_table() {
   return t.data();
 }
 
+// acc[j] += xv * row[j] over a whole panel (a fixed trip count the compiler vectorizes fully).
+inline void accumulate(float* __restrict acc, const float* __restrict row, float xv) {
+  for (int j = 0; j < kPanel; ++j) acc[j] += xv * row[j];
+}
+
 std::vector<float> bias_to_f32(const void* bias, int bias_dtype, int64_t N) {
   std::vector<float> b;
   if (!bias) return b;
@@ -117,13 +122,11 @@ void linear_packed_int(const float* x, const int32_t* qweight, const int32_t* qz
     };
     if (M <= kDirectMaxM) {
       // Decode: one row of the panel at a time (in L1), accumulated into every output row.
-      float row[kPanel], acc[kDirectMaxM][kPanel] = {};
+      alignas(64) float row[kPanel] = {};
+      alignas(64) float acc[kDirectMaxM][kPanel] = {};
       for (int64_t k = 0; k < K; ++k) {
         decode(k, row);
-        for (int64_t m = 0; m < M; ++m) {
-          const float xv = x[m * K + k];
-          for (int64_t j = 0; j < width; ++j) acc[m][j] += xv * row[j];
-        }
+        for (int64_t m = 0; m < M; ++m) accumulate(acc[m], row, x[m * K + k]);
       }
       for (int64_t m = 0; m < M; ++m)
         for (int64_t j = 0; j < width; ++j) out[m * N + n0 + j] = acc[m][j] + (b.empty() ? 0.f : b[n0 + j]);
