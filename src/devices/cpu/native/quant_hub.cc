@@ -1,6 +1,8 @@
 // Linear layers with the pre-quantized weights of Hugging Face Hub checkpoints, decoded inside the
-// linear: panels of 64 output channels are dequantized to float32 in a per-thread scratch (L2-sized)
-// and multiplied by the packed GEMM (gemm_range); the float32 weight is never materialized whole.
+// linear, 64 output channels (a panel) per task; the float32 weight is never materialized whole.
+// GPTQ / AWQ at batch <= 8 decode one row of the panel per input k (in L1) and accumulate it into
+// every output row; otherwise (and for FP8) the panel is dequantized into a per-thread scratch and
+// multiplied by the packed GEMM (gemm_range).
 // - GPTQ (AutoGPTQ / GPTQModel) and AWQ (AutoAWQ "gemm"): int4 / int8 codes with a zero point and a
 //   float scale per group of inputs; w[n, k] = (q[k, n] - z[g, n]) * s[g, n], g = g_idx[k].
 // - FP8 block-scaled (DeepSeek-V3, Qwen3-FP8): float8_e4m3fn w[n, k] times weight_scale_inv of its
