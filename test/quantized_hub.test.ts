@@ -7,15 +7,18 @@
  * dequantized weights (reference.json), on cpu within 1e-4 and on webgpu within 1e-3 of cpu.
  */
 import assert from "node:assert/strict";
+import { execFile } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
 import { after, test } from "node:test";
+import { promisify } from "node:util";
+import { native } from "../src/devices/cpu/native.js";
 import { Linear } from "../src/nn/layers.js";
 import { AutoModelForCausalLM, type PreTrainedModel } from "../src/transformers/index.js";
 import { hubQuantization } from "../src/transformers/quantization_config.js";
 import { writeQuantizedCheckpoint, type QuantConfig } from "./helpers/hub_quant_pack.js";
-import { maxAbsDiff, missing, readJson, ROOT, STORIES, TINY } from "./helpers/shared.js";
+import { CLI, maxAbsDiff, missing, readJson, ROOT, STORIES, TINY } from "./helpers/shared.js";
 import { webgpuOrSkip } from "./helpers/webgpu.js";
 import "../src/index.js";
 
@@ -118,5 +121,24 @@ test("webgpu --dtype int8 / int4 (q8_0 / q4_0, quantized on cpu, decoded in the 
     for (const [name, m] of linears) assert.equal(m.quantized?.q.device.type, name.endsWith("down_proj") ? undefined : "webgpu", name);
     const err = maxAbsDiff(await lastLogits(gpu, ids), await lastLogits(cpu, ids));
     assert.ok(err < 1e-3, `${dtype}: webgpu vs cpu max |logit diff| ${err}`);
+  }
+});
+
+test("cpu kernels (quant_hub_*.cc): every tier this host supports passes the GPTQ / AWQ / FP8 conformance cases", async () => {
+  const run = promisify(execFile);
+  const features = native().cpuFeatures();
+  const tiers = ["portable", "avx2", "avx512"];
+  const can = (tier: string) => tier === "portable" || (tier === "avx2" ? /\bavx2\b.*\bfma\b.*\bf16c\b/.test(features) : /\bavx512f\b.*\bavx512bw\b.*\bavx512vl\b/.test(features));
+  const notRun = tiers.filter((tier) => !can(tier));
+  if (notRun.length) console.log(`Hub quantized linears: tiers not exercised on this host (${features}): ${notRun.join(", ")}`);
+  for (const tier of tiers.filter(can)) {
+    const env = { ...process.env, TSORCH_CPU_ISA: tier };
+    const probe = `import(${JSON.stringify(path.join(ROOT, "dist/src/devices/cpu/native.js"))}).then((m) => console.log(m.native().cpuFeatures()))`;
+    const { stdout: picked } = await run(process.execPath, ["-e", probe], { env });
+    assert.match(picked, new RegExp(`kernels=${tier}\\s*$`), `TSORCH_CPU_ISA=${tier} did not select the ${tier} kernels`);
+    for (const op of ["linearPackedInt", "linearFp8Block"]) {
+      const { stdout } = await run(process.execPath, [CLI, "conformance", "--op", op], { env });
+      assert.match(stdout, /pass rate: 100\.0%/, `${tier} ${op}:\n${stdout}`);
+    }
   }
 });

@@ -124,6 +124,18 @@ export function hubQuantCases(): Case[] {
       run: ([a, qw, qz, sc, gi]: Tensor[]) => linearPackedInt(a, qw, qz, sc, gi, { layout: "awq", bits: 4, zeroOffset: 0 }),
       expect: { throws: "RangeError" }, tol: EXACT,
     },
+    // Full panels of every cpu tier (GPTQ 64 channels on avx512, 32 on avx2 / portable; AWQ 128 / 64)
+    // plus a partial one, at batch 1, 2, 4, 6 (the in-register kernels) and 12 (the GEMM path).
+    packedIntCase("gptq 4-bit, 1 row, 136 outputs, group 128 (full cpu panels + a partial one)", "gptq", 4, 1, 136, 256, 2, rng, { bias: "float32" }),
+    packedIntCase("gptq 4-bit act-order, 6 rows, 128 outputs", "gptq", 4, 6, 128, 64, 4, rng, { permuted: true }),
+    packedIntCase("gptq 8-bit, 2 rows, 72 outputs, 2 groups", "gptq", 8, 2, 72, 64, 2, rng),
+    packedIntCase("gptq 8-bit, 12 rows, 64 outputs (GEMM path)", "gptq", 8, 12, 64, 32, 1, rng),
+    packedIntCase("awq 4-bit, 1 row, 136 outputs, bfloat16 bias", "awq", 4, 1, 136, 64, 2, rng, { bias: "bfloat16" }),
+    packedIntCase("awq 4-bit, 4 rows, 128 outputs", "awq", 4, 4, 128, 32, 1, rng),
+    packedIntCase("awq 4-bit, 12 rows, 128 outputs (GEMM path)", "awq", 4, 12, 128, 64, 2, rng),
+    fp8Case("fp8 [1 row, 20 x 300], blocks [16, 128] (vector body + tail per block)", 1, 20, 300, [16, 128], rng),
+    fp8Case("fp8 [4 rows, 17 x 96], blocks [8, 48]", 4, 17, 96, [8, 48], rng, "float32"),
+    fp8Case("fp8 [9 rows, 70 x 64], blocks [32, 32] (GEMM path)", 9, 70, 64, [32, 32], rng),
     fp8Case("fp8 [1 row, 40 x 64], blocks [16, 32] (partial edge block)", 1, 40, 64, [16, 32], rng, "float32"),
     fp8Case("fp8 [7 rows, 130 x 72], blocks [128, 128] (one block per column block)", 7, 130, 72, [128, 128], rng),
     fp8Case("fp8 [3 rows, 9 x 20], blocks [4, 8]", 3, 9, 20, [4, 8], rng),
