@@ -3,8 +3,9 @@
 // only by quant_hub_avx512.cc, quant_hub_avx2.cc and quant_hub_portable.cc.
 //
 // GPTQ: a vector of W packed words (one word-row of qweight, W output channels) holds 32 / bits
-// consecutive k per channel; each is shifted out, masked, converted, has its zero point subtracted
-// and is scaled per k, then FMA'd with the broadcast input. AWQ: a vector of W words of one k holds
+// consecutive k per channel; each is shifted out, masked into the mantissa of 2^23, has 2^23 + its
+// zero point subtracted (exact) and is FMA'd with the broadcast input; the sums are scaled once per
+// run of k in one group. AWQ: a vector of W words of one k holds
 // 8 channels per word in AutoAWQ's order; nibble i of every lane is one vector of channels
 // 8c + kAwqOrder[i], so zero points and scales are kept in that order and the sums are put back in
 // channel order at the end. FP8 e4m3: byte b sign-extended to 32 bits, (b << 20) & 0x87f00000 read
@@ -48,6 +49,11 @@ inline HI hload_i(const int32_t* p) { return _mm512_loadu_si512(p); }
 inline __m512 hnib(HI q, int shift, int mask) {
   return _mm512_cvtepi32_ps(_mm512_and_si512(_mm512_srli_epi32(q, shift), _mm512_set1_epi32(mask)));
 }
+// 2^23 + ((q >> shift) & mask) as floats (the code in the mantissa of 2^23).
+inline __m512 hcode(HI q, int shift, int mask) {
+  return _mm512_castsi512_ps(_mm512_ternarylogic_epi32(_mm512_srli_epi32(q, shift), _mm512_set1_epi32(mask),
+                                                       _mm512_set1_epi32(0x4b000000), 0xea));  // (a & b) | c
+}
 inline __m512 hsub(__m512 a, __m512 b) { return _mm512_sub_ps(a, b); }
 inline __m512 hmul(__m512 a, __m512 b) { return _mm512_mul_ps(a, b); }
 inline __m512 hfp8(const uint8_t* p) {
@@ -65,6 +71,10 @@ using HI = __m256i;
 inline HI hload_i(const int32_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
 inline __m256 hnib(HI q, int shift, int mask) {
   return _mm256_cvtepi32_ps(_mm256_and_si256(_mm256_srli_epi32(q, shift), _mm256_set1_epi32(mask)));
+}
+inline __m256 hcode(HI q, int shift, int mask) {
+  return _mm256_castsi256_ps(_mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(q, shift), _mm256_set1_epi32(mask)),
+                                             _mm256_set1_epi32(0x4b000000)));
 }
 inline __m256 hsub(__m256 a, __m256 b) { return _mm256_sub_ps(a, b); }
 inline __m256 hmul(__m256 a, __m256 b) { return _mm256_mul_ps(a, b); }
@@ -85,9 +95,19 @@ inline HV::vf hnib(HI q, int shift, int mask) {
   for (int i = 0; i < HV::W; ++i) r.v[i] = static_cast<float>((q.v[i] >> shift) & static_cast<uint32_t>(mask));
   return r;
 }
+inline HV::vf hcode(HI q, int shift, int mask) {
+  HV::vf r;
+  for (int i = 0; i < HV::W; ++i) r.v[i] = 8388608.f + static_cast<float>((q.v[i] >> shift) & static_cast<uint32_t>(mask));
+  return r;
+}
 inline HV::vf hsub(HV::vf a, HV::vf b) { for (int i = 0; i < HV::W; ++i) a.v[i] -= b.v[i]; return a; }
 inline HV::vf hmul(HV::vf a, HV::vf b) { for (int i = 0; i < HV::W; ++i) a.v[i] *= b.v[i]; return a; }
-inline HV::vf hfp8(const uint8_t* p) { HV::vf r; for (int i = 0; i < HV::W; ++i) r.v[i] = fp8_value(p[i]); return r; }
+inline HV::vf hfp8(const uint8_t* p) {
+  static const struct Table { float v[256]; Table() { for (int c = 0; c < 256; ++c) v[c] = fp8_value(static_cast<uint8_t>(c)); } } table;
+  HV::vf r;
+  for (int i = 0; i < HV::W; ++i) r.v[i] = table.v[p[i]];
+  return r;
+}
 constexpr int kGptqRows = 2, kAwqRows = 1;
 #endif
 
@@ -109,10 +129,10 @@ inline int pi_code(const PackedIntWeight& w, int64_t n, int64_t k) {
   return static_cast<int>((static_cast<uint32_t>(w.qweight[(k / per) * w.N + n]) >> ((k % per) * w.bits)) & mask);
 }
 inline float pi_zero(const PackedIntWeight& w, int64_t g, int64_t n) {
-  const int per = 32 / w.bits;
+  const int lp = w.bits == 4 ? 3 : 2;  // log2(32 / bits)
   const uint32_t mask = (1u << w.bits) - 1;
-  const int shift = w.awq ? kAwqSlot[n & 7] * 4 : static_cast<int>(n % per) * w.bits;
-  return static_cast<float>(static_cast<int>((static_cast<uint32_t>(w.qzeros[g * (w.N / per) + n / per]) >> shift) & mask) + w.zero_offset);
+  const int shift = w.awq ? kAwqSlot[n & 7] * 4 : static_cast<int>(n & ((1 << lp) - 1)) * w.bits;
+  return static_cast<float>(static_cast<int>((static_cast<uint32_t>(w.qzeros[g * (w.N >> lp) + (n >> lp)]) >> shift) & mask) + w.zero_offset);
 }
 inline float pi_value(const PackedIntWeight& w, int64_t n, int64_t k) {
   const int64_t g = w.g_idx[k];
@@ -130,23 +150,37 @@ void packed_int_rows_scalar(const PackedIntWeight& w, const float* x, int64_t M,
     }
 }
 
-// Zero points of channels [n0, n0 + width) as floats, per group: z[g * width + j].
-float* zeros_f32(const PackedIntWeight& w, int64_t n0, int64_t width) {
+// Zero points of channels [n0, n0 + width) as floats plus `add`, per group: z[g * width + j].
+float* zeros_f32(const PackedIntWeight& w, int64_t n0, int64_t width, float add) {
   float* z = thread_scratch(2, static_cast<size_t>(w.G * width));
   for (int64_t g = 0; g < w.G; ++g)
-    for (int64_t j = 0; j < width; ++j) z[g * width + j] = pi_zero(w, g, n0 + j);
+    for (int64_t j = 0; j < width; ++j) z[g * width + j] = pi_zero(w, g, n0 + j) + add;
   return z;
 }
 
-// GPTQ, one full panel, MM rows of x: acc[m][v] += ((code - z) * s) * x[m, k].
+// The rows kernels below sum (code - z) * x over the run of k of one group (exact codes: 2^23 + code
+// minus 2^23 + z) and scale the sum once per run: acc += s * t. Runs end where g_idx changes (every
+// group_size k, or at every k of an act-order g_idx, which then costs one more FMA per weight).
+constexpr float kMagic = 8388608.f;  // 2^23
+
+// GPTQ, one full panel, MM rows of x.
 template <int BITS, int MM>
 void gptq_pass(const PackedIntWeight& w, const float* x, const float* bias, float* out, int64_t n0,
-               const float* zf) {
+               const float* zm) {
   constexpr int PER = 32 / BITS, MASK = (1 << BITS) - 1;
   const int64_t N = w.N, K = w.K;
-  HVec acc[MM][kNV];
+  HVec acc[MM][kNV], t[MM][kNV];
   for (int m = 0; m < MM; ++m)
-    for (int v = 0; v < kNV; ++v) acc[m][v] = HV::zero();
+    for (int v = 0; v < kNV; ++v) acc[m][v] = HV::zero(), t[m][v] = HV::zero();
+  int64_t gc = K > 0 ? w.g_idx[0] : 0;
+  auto flush = [&](int64_t g) {
+    const float* s = w.scales + gc * N + n0;
+    for (int v = 0; v < kNV; ++v) {
+      const HVec sv = HV::load(s + v * kW);
+      for (int m = 0; m < MM; ++m) acc[m][v] = HV::fma(t[m][v], sv, acc[m][v]), t[m][v] = HV::zero();
+    }
+    gc = g;
+  };
   for (int64_t kk = 0; kk < K / PER; ++kk) {
     const int32_t* q = w.qweight + kk * N + n0;
     __builtin_prefetch(q + 8 * N);
@@ -154,16 +188,17 @@ void gptq_pass(const PackedIntWeight& w, const float* x, const float* bias, floa
     for (int v = 0; v < kNV; ++v) qw[v] = hload_i(q + v * kW);
     for (int i = 0; i < PER; ++i) {
       const int64_t k = kk * PER + i, g = w.g_idx[k];
-      const float* z = zf + g * kGptqPanel;
-      const float* s = w.scales + g * N + n0;
+      if (g != gc) flush(g);
+      const float* z = zm + g * kGptqPanel;
       HVec xb[MM];
       for (int m = 0; m < MM; ++m) xb[m] = HV::set1(x[m * K + k]);
       for (int v = 0; v < kNV; ++v) {
-        const HVec wv = hmul(hsub(hnib(qw[v], i * BITS, MASK), HV::load(z + v * kW)), HV::load(s + v * kW));
-        for (int m = 0; m < MM; ++m) acc[m][v] = HV::fma(wv, xb[m], acc[m][v]);
+        const HVec c = hsub(hcode(qw[v], i * BITS, MASK), HV::load(z + v * kW));
+        for (int m = 0; m < MM; ++m) t[m][v] = HV::fma(c, xb[m], t[m][v]);
       }
     }
   }
+  flush(gc);
   for (int m = 0; m < MM; ++m)
     for (int v = 0; v < kNV; ++v) {
       HVec r = acc[m][v];
@@ -172,15 +207,15 @@ void gptq_pass(const PackedIntWeight& w, const float* x, const float* bias, floa
     }
 }
 
-// Zero points and scales of an AWQ panel in nibble order: zs[(g * 8 + i) * kW + c] is channel
-// n0 + 8c + kAwqOrder[i] of group g; scales at zs + G * kAwqPanel.
-float* awq_zero_scales(const PackedIntWeight& w, int64_t n0) {
+// Zero points (plus `add`) and scales of an AWQ panel in nibble order: zs[(g * 8 + i) * kW + c] is
+// channel n0 + 8c + kAwqOrder[i] of group g; scales at zs + G * kAwqPanel.
+float* awq_zero_scales(const PackedIntWeight& w, int64_t n0, float add) {
   float* zs = thread_scratch(2, static_cast<size_t>(2 * w.G * kAwqPanel));
   for (int64_t g = 0; g < w.G; ++g)
     for (int i = 0; i < 8; ++i)
       for (int c = 0; c < kW; ++c) {
         const int64_t n = n0 + 8 * c + kAwqOrder[i];
-        zs[(g * 8 + i) * kW + c] = pi_zero(w, g, n);
+        zs[(g * 8 + i) * kW + c] = pi_zero(w, g, n) + add;
         zs[w.G * kAwqPanel + (g * 8 + i) * kW + c] = w.scales[g * w.N + n];
       }
   return zs;
@@ -192,30 +227,40 @@ void awq_pass(const PackedIntWeight& w, const float* x, const float* bias, float
               const float* zs) {
   const int64_t N = w.N, K = w.K;
   const float* sc = zs + w.G * kAwqPanel;
-  HVec acc[MM][8];
+  HVec acc[MM][8], t[MM][8];
   for (int m = 0; m < MM; ++m)
-    for (int i = 0; i < 8; ++i) acc[m][i] = HV::zero();
+    for (int i = 0; i < 8; ++i) acc[m][i] = HV::zero(), t[m][i] = HV::zero();
+  int64_t gc = K > 0 ? w.g_idx[0] : 0;
+  auto flush = [&](int64_t g) {
+    const float* s = sc + gc * kAwqPanel;
+    for (int i = 0; i < 8; ++i) {
+      const HVec sv = HV::load(s + i * kW);
+      for (int m = 0; m < MM; ++m) acc[m][i] = HV::fma(t[m][i], sv, acc[m][i]), t[m][i] = HV::zero();
+    }
+    gc = g;
+  };
   for (int64_t k = 0; k < K; ++k) {
     const int32_t* q = w.qweight + k * (N / 8) + n0 / 8;
     __builtin_prefetch(q + 8 * (N / 8));
     const HI qw = hload_i(q);
     const int64_t g = w.g_idx[k];
+    if (g != gc) flush(g);
     const float* z = zs + g * kAwqPanel;
-    const float* s = sc + g * kAwqPanel;
     HVec xb[MM];
     for (int m = 0; m < MM; ++m) xb[m] = HV::set1(x[m * K + k]);
     for (int i = 0; i < 8; ++i) {
-      const HVec wv = hmul(hsub(hnib(qw, 4 * i, 15), HV::load(z + i * kW)), HV::load(s + i * kW));
-      for (int m = 0; m < MM; ++m) acc[m][i] = HV::fma(wv, xb[m], acc[m][i]);
+      const HVec c = hsub(hcode(qw, 4 * i, 15), HV::load(z + i * kW));
+      for (int m = 0; m < MM; ++m) t[m][i] = HV::fma(c, xb[m], t[m][i]);
     }
   }
-  alignas(64) float t[8 * kW];
+  flush(gc);
+  alignas(64) float r[8 * kW];
   for (int m = 0; m < MM; ++m) {
-    for (int i = 0; i < 8; ++i) HV::store(t + i * kW, acc[m][i]);
+    for (int i = 0; i < 8; ++i) HV::store(r + i * kW, acc[m][i]);
     for (int i = 0; i < 8; ++i)
       for (int c = 0; c < kW; ++c) {
         const int64_t n = n0 + 8 * c + kAwqOrder[i];
-        out[m * N + n] = t[i * kW + c] + (bias ? bias[n] : 0.f);
+        out[m * N + n] = r[i * kW + c] + (bias ? bias[n] : 0.f);
       }
   }
 }
@@ -238,12 +283,12 @@ void packed_int_rows(const PackedIntWeight& w, const float* x, int64_t M, const 
   const int64_t K = w.K, N = w.N;
   if (w.awq) {
     if (n1 - n0 != kAwqPanel) return packed_int_rows_scalar(w, x, M, bias, out, n0, n1);
-    const float* zs = awq_zero_scales(w, n0);
+    const float* zs = awq_zero_scales(w, n0, kMagic);
     in_passes<kAwqRows>(M, [&](auto mm, int64_t m) { awq_pass<decltype(mm)::value>(w, x + m * K, bias, out + m * N, n0, zs); });
     return;
   }
   if (n1 - n0 != kGptqPanel) return packed_int_rows_scalar(w, x, M, bias, out, n0, n1);
-  const float* zf = zeros_f32(w, n0, kGptqPanel);
+  const float* zf = zeros_f32(w, n0, kGptqPanel, kMagic);
   in_passes<kGptqRows>(M, [&](auto mm, int64_t m) {
     if (w.bits == 4) gptq_pass<4, decltype(mm)::value>(w, x + m * K, bias, out + m * N, n0, zf);
     else gptq_pass<8, decltype(mm)::value>(w, x + m * K, bias, out + m * N, n0, zf);
@@ -253,7 +298,7 @@ void packed_int_rows(const PackedIntWeight& w, const float* x, int64_t M, const 
 void packed_int_decode(const PackedIntWeight& w, float* dst, int64_t n0, int64_t n1) {
   const int64_t width = n1 - n0, K = w.K, N = w.N;
   if (!w.awq && width == kGptqPanel) {
-    const float* zf = zeros_f32(w, n0, kGptqPanel);
+    const float* zf = zeros_f32(w, n0, kGptqPanel, 0.f);
     const int per = 32 / w.bits, mask = (1 << w.bits) - 1;
     for (int64_t k = 0; k < K; ++k) {
       const int32_t* q = w.qweight + (k / per) * N + n0;
@@ -268,7 +313,7 @@ void packed_int_decode(const PackedIntWeight& w, float* dst, int64_t n0, int64_t
     return;
   }
   if (w.awq && width == kAwqPanel) {
-    const float* zs = awq_zero_scales(w, n0);
+    const float* zs = awq_zero_scales(w, n0, 0.f);
     const float* sc = zs + w.G * kAwqPanel;
     alignas(64) float t[8 * kW];
     for (int64_t k = 0; k < K; ++k) {
