@@ -147,7 +147,7 @@ const STORED: Record<string, string> = { float32: "F32", float16: "F16", bfloat1
 /**
  * Write the `cfg` checkpoint of the float model in `src` to `out` (config.json with
  * quantization_config, model.safetensors, tokenizer and generation files copied). Returns the
- * SHA-256 of every packed tensor by name. The float weights must be float32.
+ * SHA-256 of every packed tensor by name. The float weights must be float32 or bfloat16.
  */
 export function writeQuantizedCheckpoint(src: string, out: string, cfg: QuantConfig): Record<string, string> {
   mkdirSync(out, { recursive: true });
@@ -155,8 +155,11 @@ export function writeQuantizedCheckpoint(src: string, out: string, cfg: QuantCon
   for (const [name, t] of readSafetensors(path.join(src, "model.safetensors"))) {
     const parts = name.split(".");
     if (name.endsWith(".weight") && PROJ.has(parts[parts.length - 2]) && fits(cfg, t.shape[0], t.shape[1])) {
-      if (t.dtype !== "float32") throw new Error(`${name}: the packer reads float32 weights, got ${t.dtype}`);
-      const W = new Float32Array(t.bytes.slice().buffer), [N, K] = t.shape, base = name.slice(0, -".weight".length);
+      if (t.dtype !== "float32" && t.dtype !== "bfloat16") throw new Error(`${name}: the packer reads float32 or bfloat16 weights, got ${t.dtype}`);
+      // bfloat16 widens exactly: its bits are the high half of a float32's.
+      const W = t.dtype === "float32" ? new Float32Array(t.bytes.slice().buffer)
+        : new Float32Array(Uint32Array.from(new Uint16Array(t.bytes.slice().buffer), (h) => h << 16).buffer);
+      const [N, K] = t.shape, base = name.slice(0, -".weight".length);
       const packed = cfg.quant_method === "fp8" ? packFp8(base, W, N, K, cfg) : packInt(base, W, N, K, cfg);
       for (const p of packed) hashes[p.name] = createHash("sha256").update(p.bytes).digest("hex");
       tensors.push(...packed);
