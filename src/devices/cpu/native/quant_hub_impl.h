@@ -162,6 +162,8 @@ float* zeros_f32(const PackedIntWeight& w, int64_t n0, int64_t width, float add)
 // minus 2^23 + z) and scale the sum once per run: acc += s * t. Runs end where g_idx changes (every
 // group_size k, or at every k of an act-order g_idx, which then costs one more FMA per weight).
 constexpr float kMagic = 8388608.f;  // 2^23
+// How many k ahead the rows kernels prefetch their strided weight rows (~ DRAM latency of work).
+constexpr int64_t kPrefetchRows = 96;
 
 // GPTQ, one full panel, MM rows of x.
 template <int BITS, int MM>
@@ -183,7 +185,8 @@ void gptq_pass(const PackedIntWeight& w, const float* x, const float* bias, floa
   };
   for (int64_t kk = 0; kk < K / PER; ++kk) {
     const int32_t* q = w.qweight + kk * N + n0;
-    __builtin_prefetch(q + 8 * N);
+    // Word-rows are N words apart: fetch every line of the one kPrefetchRows ahead.
+    for (int l = 0; l < kGptqPanel * 4; l += 64) __builtin_prefetch(reinterpret_cast<const char*>(q + kPrefetchRows / PER * N) + l);
     HI qw[kNV];
     for (int v = 0; v < kNV; ++v) qw[v] = hload_i(q + v * kW);
     for (int i = 0; i < PER; ++i) {
@@ -241,7 +244,7 @@ void awq_pass(const PackedIntWeight& w, const float* x, const float* bias, float
   };
   for (int64_t k = 0; k < K; ++k) {
     const int32_t* q = w.qweight + k * (N / 8) + n0 / 8;
-    __builtin_prefetch(q + 8 * (N / 8));
+    for (int l = 0; l < kW * 4; l += 64) __builtin_prefetch(reinterpret_cast<const char*>(q + kPrefetchRows * (N / 8)) + l);
     const HI qw = hload_i(q);
     const int64_t g = w.g_idx[k];
     if (g != gc) flush(g);
