@@ -8,8 +8,9 @@
 // run of k in one group. AWQ: a vector of W words of one k holds
 // 8 channels per word in AutoAWQ's order; nibble i of every lane is one vector of channels
 // 8c + kAwqOrder[i], so zero points and scales are kept in that order and the sums are put back in
-// channel order at the end. FP8 e4m3: byte b sign-extended to 32 bits, (b << 20) & 0x87f00000 read
-// as a float times 2^120 is its value (subnormals included); the code 0x7f (NaN) is patched.
+// channel order at the end. FP8 e4m3: byte b sign-extended to 16 bits, (b << 7) & 0xbf80 is a float16
+// of value e4m3(b) * 2^-8 (subnormals included), widened by the F16C conversion (portable: a table);
+// the block scale takes the 2^8, and the code 0x7f (NaN) is patched.
 // Panels narrower than the tier's (the last one of an odd N) run the scalar reference loops.
 #pragma once
 
@@ -25,6 +26,7 @@
 #include <cstring>
 #include <type_traits>
 
+#include "dtype.h"
 #include "gemm.h"
 #include "quant_hub_kernels.h"
 
@@ -35,10 +37,9 @@ namespace {
 // subnormals; 0x7f / 0xff are NaN), by the same bit moves as the vector decoders.
 inline float fp8_value(uint8_t b) {
   if ((b & 0x7f) == 0x7f) return __builtin_nanf("");
-  const uint32_t bits = (static_cast<uint32_t>(static_cast<int32_t>(static_cast<int8_t>(b))) << 20) & 0x87f00000u;
-  float f;
-  std::memcpy(&f, &bits, 4);
-  return f * 0x1p120f;
+  // The float16 (b << 7) & 0xbf80 (sign-extended b) is e4m3(b) * 2^-8, as in the vector decoders.
+  const uint16_t h = static_cast<uint16_t>((static_cast<int16_t>(static_cast<int8_t>(b)) * 128) & 0xbf80);
+  return f16_to_f32(h) * 256.f;
 }
 
 #if defined(__AVX512F__)
@@ -56,11 +57,11 @@ inline __m512 hcode(HI q, int shift, int mask) {
 }
 inline __m512 hsub(__m512 a, __m512 b) { return _mm512_sub_ps(a, b); }
 inline __m512 hmul(__m512 a, __m512 b) { return _mm512_mul_ps(a, b); }
+// 16 float8_e4m3fn bytes as their values times 2^-8 (see kFp8Unit).
 inline __m512 hfp8(const uint8_t* p) {
-  const __m512i v = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-  const __m512i bits = _mm512_and_si512(_mm512_slli_epi32(v, 20), _mm512_set1_epi32(static_cast<int>(0x87f00000u)));
-  const __m512 f = _mm512_mul_ps(_mm512_castsi512_ps(bits), _mm512_set1_ps(0x1p120f));
-  const __mmask16 nan = _mm512_cmpeq_epi32_mask(_mm512_and_si512(v, _mm512_set1_epi32(0x7f)), _mm512_set1_epi32(0x7f));
+  const __m256i w = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  const __m512 f = _mm512_cvtph_ps(_mm256_and_si256(_mm256_slli_epi16(w, 7), _mm256_set1_epi16(static_cast<short>(0xbf80))));
+  const __mmask16 nan = _mm256_cmpeq_epi16_mask(_mm256_and_si256(w, _mm256_set1_epi16(0x7f)), _mm256_set1_epi16(0x7f));
   return _mm512_mask_mov_ps(f, nan, _mm512_set1_ps(__builtin_nanf("")));
 }
 // Output rows per pass (accumulators held in registers): GPTQ, AWQ.
@@ -79,11 +80,10 @@ inline __m256 hcode(HI q, int shift, int mask) {
 inline __m256 hsub(__m256 a, __m256 b) { return _mm256_sub_ps(a, b); }
 inline __m256 hmul(__m256 a, __m256 b) { return _mm256_mul_ps(a, b); }
 inline __m256 hfp8(const uint8_t* p) {
-  const __m256i v = _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
-  const __m256i bits = _mm256_and_si256(_mm256_slli_epi32(v, 20), _mm256_set1_epi32(static_cast<int>(0x87f00000u)));
-  const __m256 f = _mm256_mul_ps(_mm256_castsi256_ps(bits), _mm256_set1_ps(0x1p120f));
-  const __m256i nan = _mm256_cmpeq_epi32(_mm256_and_si256(v, _mm256_set1_epi32(0x7f)), _mm256_set1_epi32(0x7f));
-  return _mm256_or_ps(f, _mm256_castsi256_ps(nan));  // all ones: a NaN
+  const __m128i w = _mm_cvtepi8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
+  const __m256 f = _mm256_cvtph_ps(_mm_and_si128(_mm_slli_epi16(w, 7), _mm_set1_epi16(static_cast<short>(0xbf80))));
+  const __m128i nan = _mm_cmpeq_epi16(_mm_and_si128(w, _mm_set1_epi16(0x7f)), _mm_set1_epi16(0x7f));
+  return _mm256_or_ps(f, _mm256_castsi256_ps(_mm256_cvtepi16_epi32(nan)));  // all ones: a NaN
 }
 constexpr int kGptqRows = 2, kAwqRows = 1;
 #else
@@ -103,7 +103,7 @@ inline HV::vf hcode(HI q, int shift, int mask) {
 inline HV::vf hsub(HV::vf a, HV::vf b) { for (int i = 0; i < HV::W; ++i) a.v[i] -= b.v[i]; return a; }
 inline HV::vf hmul(HV::vf a, HV::vf b) { for (int i = 0; i < HV::W; ++i) a.v[i] *= b.v[i]; return a; }
 inline HV::vf hfp8(const uint8_t* p) {
-  static const struct Table { float v[256]; Table() { for (int c = 0; c < 256; ++c) v[c] = fp8_value(static_cast<uint8_t>(c)); } } table;
+  static const struct Table { float v[256]; Table() { for (int c = 0; c < 256; ++c) v[c] = fp8_value(static_cast<uint8_t>(c)) * 0x1p-8f; } } table;
   HV::vf r;
   for (int i = 0; i < HV::W; ++i) r.v[i] = table.v[p[i]];
   return r;
@@ -116,6 +116,9 @@ constexpr int kW = HV::W;
 // GPTQ panel: kNV vectors of channels.
 constexpr int kNV = 4;
 constexpr int64_t kGptqPanel = kNV * kW, kAwqPanel = 8 * kW;
+// hfp8 returns e4m3 values times 2^-8: e4m3 bits moved into a float16 (sign, then exponent and
+// mantissa) read as such by the hardware conversion, subnormals included, never a float32 subnormal.
+constexpr float kFp8Unit = 256.f;
 
 // AutoAWQ packs columns 8c + kAwqOrder[i] into nibble i of word c; column j sits in nibble kAwqSlot[j].
 constexpr int kAwqOrder[8] = {0, 2, 4, 6, 1, 3, 5, 7};
@@ -367,7 +370,7 @@ void fp8_row(const Fp8Weight& w, const float* x, const float* bias, float* out, 
     }
     const float d = sr[k0 / bk];
     for (int m = 0; m < MM; ++m) {
-      acc[m] = HV::fma(HV::add(t0[m], t1[m]), HV::set1(d), acc[m]);
+      acc[m] = HV::fma(HV::add(t0[m], t1[m]), HV::set1(d * kFp8Unit), acc[m]);
       tail[m] += ts[m] * d;
     }
   }
@@ -392,7 +395,7 @@ void fp8_decode(const Fp8Weight& w, float* dst, int64_t n0, int64_t n1) {
       const int64_t k1 = std::min(K, k0 + bk);
       const float d = sr[k0 / bk];
       int64_t k = k0;
-      for (; k + kW <= k1; k += kW) HV::store(row + k, hmul(hfp8(q + k), HV::set1(d)));
+      for (; k + kW <= k1; k += kW) HV::store(row + k, hmul(hfp8(q + k), HV::set1(d * kFp8Unit)));
       for (; k < k1; ++k) row[k] = fp8_value(q[k]) * d;
     }
   }
