@@ -54,6 +54,8 @@
         "src/devices/cpu/native/norm.cc",
         "src/devices/cpu/native/paged_attention.cc",
         "src/devices/cpu/native/quant.cc",
+        "src/devices/cpu/native/quant_hub.cc",
+        "src/devices/cpu/native/quant_hub_portable.cc",
         "src/devices/cpu/native/quant_portable.cc",
         "src/devices/cpu/native/reduce.cc",
         "src/devices/cpu/native/rotary.cc",
@@ -72,14 +74,16 @@
         {
           "target_name": "tsorch_gemm_avx2",
           "type": "static_library",
-          "sources": ["src/devices/cpu/native/gemm_avx2.cc", "src/devices/cpu/native/quant_avx2.cc"],
+          "sources": ["src/devices/cpu/native/gemm_avx2.cc", "src/devices/cpu/native/quant_avx2.cc",
+                      "src/devices/cpu/native/quant_hub_avx2.cc"],
           "cflags_cc": ["-mavx2", "-mfma", "-mf16c"],
           "xcode_settings": {"OTHER_CPLUSPLUSFLAGS": ["-mavx2", "-mfma", "-mf16c"]},
         },
         {
           "target_name": "tsorch_gemm_avx512",
           "type": "static_library",
-          "sources": ["src/devices/cpu/native/gemm_avx512.cc", "src/devices/cpu/native/quant_avx512.cc"],
+          "sources": ["src/devices/cpu/native/gemm_avx512.cc", "src/devices/cpu/native/quant_avx512.cc",
+                      "src/devices/cpu/native/quant_hub_avx512.cc"],
           # GCC 12's AVX-512 headers trip -Wuninitialized on their own _mm512_undefined_*().
           "cflags_cc": ["-mavx512f", "-mavx512bw", "-mavx512vl", "-mfma", "-mf16c",
                         "-Wno-uninitialized", "-Wno-maybe-uninitialized"],

@@ -122,9 +122,9 @@ test("corrupt files throw one-line CheckpointErrors naming the file", async (t) 
 
   const badDtype = withHeader("dtype.safetensors", { x: { dtype: "F99", shape: [1], data_offsets: [0, 4] } }, 4);
   await rejectsWith(() => readSafetensors(badDtype), badDtype, /tensor "x" has unknown dtype "F99" \(the format's dtypes: BOOL, F4, /);
-  // DeepSeek-V3's FP8 files (a dtype of the format that tsorch does not load): refused by name.
-  const fp8 = withHeader("fp8.safetensors", { x: { dtype: "F8_E4M3", shape: [4], data_offsets: [0, 4] } }, 4);
-  await rejectsWith(() => readSafetensors(fp8), fp8, /tensor "x" has unsupported dtype "F8_E4M3" \(supported: F32, F16, BF16, I32, I64, BOOL, U8\)/);
+  // A dtype of the format that tsorch does not load (F8_E5M2; F8_E4M3 loads for FP8 checkpoints): refused by name.
+  const fp8 = withHeader("fp8.safetensors", { x: { dtype: "F8_E5M2", shape: [4], data_offsets: [0, 4] } }, 4);
+  await rejectsWith(() => readSafetensors(fp8), fp8, /tensor "x" has unsupported dtype "F8_E5M2" \(supported: F32, F16, BF16, I32, I64, BOOL, U8, F8_E4M3\)/);
 
   const reversed = withHeader("reversed.safetensors", { x: { dtype: "F32", shape: [1], data_offsets: [8, 4] } }, 8);
   await rejectsWith(() => readSafetensors(reversed), reversed, /tensor "x" has invalid data_offsets \[8, 4\] \(end before begin\)/);

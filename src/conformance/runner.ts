@@ -7,6 +7,7 @@ import { registeredOps } from "../devices/kernels.js";
 import type { Tensor } from "../tensor/tensor.js";
 import { place, type Case } from "./case.js";
 import { blockQuantCases } from "./cases/block_quant.js";
+import { hubQuantCases } from "./cases/hub_quant.js";
 import { copyCases } from "./cases/copy.js";
 import { elementwiseCases } from "./cases/elementwise.js";
 import { gatedDeltaCases } from "./cases/gated_delta.js";
@@ -18,7 +19,7 @@ import { errorRatio, num, type Value } from "./reference.js";
 
 /** Every conformance case. */
 export function allCases(): Case[] {
-  return [...copyCases(), ...elementwiseCases(), ...reduceFamilyCases(), ...nnCases(), ...gatedDeltaCases(), ...quantCases(), ...blockQuantCases(), ...spatialCases()];
+  return [...copyCases(), ...elementwiseCases(), ...reduceFamilyCases(), ...nnCases(), ...gatedDeltaCases(), ...quantCases(), ...blockQuantCases(), ...spatialCases(), ...hubQuantCases()];
 }
 
 export interface CaseResult {

@@ -142,6 +142,23 @@ export interface KernelSignatures {
   /** out [M, N] f32 = x [M, K] f32 @ W^T (+ bias[N], float32/16/bf16), W as quantizeBlocks writes
    * it (q int32 [N, K * bits / 32], scales float32 [N, K / 32]); all contiguous. */
   linearQuantized(x: TensorView, q: TensorView, scales: TensorView, bits: 4 | 8, bias: TensorView | null, out: TensorView): void;
+  /**
+   * Linear with a GPTQ / AWQ packed weight (Hub checkpoints, see tensor/quant_hub_ops.ts): out
+   * [M, N] f32 = x [M, K] f32 @ W^T (+ bias[N], float32/16/bf16), w[n, k] = (q - (z + zeroOffset))
+   * * scales[g_idx[k], n]. GPTQ (awq false, bits 4 or 8): qweight int32 [K / (32 / bits), N] packed
+   * along K, low bits first; AWQ (awq true, bits 4): qweight int32 [K, N / 8] packed along N in
+   * AutoAWQ's order [0, 2, 4, 6, 1, 3, 5, 7]. qzeros int32 [G, N / (32 / bits)] packed along N as
+   * the layout's; scales float32 [G, N]; gIdx int32 [K] with values in [0, G). All contiguous.
+   */
+  linearPackedInt(x: TensorView, qweight: TensorView, qzeros: TensorView, scales: TensorView, gIdx: TensorView,
+                  bits: 4 | 8, awq: boolean, zeroOffset: 0 | 1, bias: TensorView | null, out: TensorView): void;
+  /**
+   * Linear with an FP8 block-scaled weight (DeepSeek-V3 / Qwen3-FP8): out [M, N] f32 = x [M, K] f32
+   * @ W^T (+ bias[N]), W float8_e4m3fn [N, K] held as int32 words [N, K / 4] (the same bytes), each
+   * [blockN, blockK] block multiplied by scaleInv float32 [ceil(N / blockN), ceil(K / blockK)].
+   */
+  linearFp8Block(x: TensorView, weight: TensorView, scaleInv: TensorView, blockN: number, blockK: number,
+                 bias: TensorView | null, out: TensorView): void;
   /** Row-wise stable sort of contiguous float32 [..., n]; values and int64 indices. */
   sort(x: TensorView, values: TensorView, indices: TensorView, descending: boolean): void;
   /** Row-wise top-k (largest first) of contiguous float32 [..., n]; values and int64 indices. */

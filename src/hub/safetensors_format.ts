@@ -13,9 +13,10 @@ import { headerLength, parseHeader } from "./safetensors_header.js";
 
 /**
  * A stored tensor's dtype: a tensor dtype, or "uint8" (raw bytes, e.g. MXFP4 blocks and scales,
- * which only a model that knows their format reads).
+ * which only a model that knows their format reads), or "float8_e4m3fn" (FP8 weights of block-scaled
+ * checkpoints, which only transformers/quantization_config.ts reads).
  */
-export type StoredDType = DType | "uint8";
+export type StoredDType = DType | "uint8" | "float8_e4m3fn";
 
 /** One tensor of a checkpoint, not yet on a device. */
 export interface RawTensor {
@@ -58,7 +59,7 @@ export function parseSafetensors(buf: Uint8Array, file: string): Map<string, Raw
 
 /** Bytes per element of a stored dtype. */
 export function elementSize(dtype: StoredDType): number {
-  return dtype === "uint8" ? 1 : itemsize(dtype);
+  return dtype === "uint8" || dtype === "float8_e4m3fn" ? 1 : itemsize(dtype);
 }
 
 /**

@@ -20,14 +20,14 @@ export const MAX_HEADER_BYTES = 100_000_000;
 /** Bits per element of every dtype of the format, and the tsorch dtype of those tsorch loads. */
 const FORMAT_DTYPES: Record<string, { bits: number; dtype?: StoredDType }> = {
   BOOL: { bits: 8, dtype: "bool" }, F4: { bits: 4 }, F6_E2M3: { bits: 6 }, F6_E3M2: { bits: 6 },
-  U8: { bits: 8, dtype: "uint8" }, I8: { bits: 8 }, F8_E5M2: { bits: 8 }, F8_E4M3: { bits: 8 }, F8_E8M0: { bits: 8 },
+  U8: { bits: 8, dtype: "uint8" }, I8: { bits: 8 }, F8_E5M2: { bits: 8 }, F8_E4M3: { bits: 8, dtype: "float8_e4m3fn" }, F8_E8M0: { bits: 8 },
   I16: { bits: 16 }, U16: { bits: 16 }, F16: { bits: 16, dtype: "float16" }, BF16: { bits: 16, dtype: "bfloat16" },
   I32: { bits: 32, dtype: "int32" }, U32: { bits: 32 }, F32: { bits: 32, dtype: "float32" }, C64: { bits: 64 },
   F64: { bits: 64 }, I64: { bits: 64, dtype: "int64" }, U64: { bits: 64 },
 };
 
 /** The format's dtype names that tsorch loads, e.g. for error messages. */
-export const LOADABLE_DTYPES = ["F32", "F16", "BF16", "I32", "I64", "BOOL", "U8"];
+export const LOADABLE_DTYPES = ["F32", "F16", "BF16", "I32", "I64", "BOOL", "U8", "F8_E4M3"];
 
 /** One tensor of a validated header. */
 export interface HeaderEntry {
@@ -42,7 +42,7 @@ export interface HeaderEntry {
 /**
  * Decode and validate `header`, the N header bytes (after the 8-byte length) of the safetensors
  * file `file` of `fileSize` bytes. Returns the tensors in header order. Throws CheckpointError naming `file` and the rule broken, also for
- * a tensor of a dtype the format has but tsorch cannot load (F64, F8_E4M3, …).
+ * a tensor of a dtype the format has but tsorch cannot load (F64, F8_E5M2, …).
  */
 export function parseHeader(file: string, header: Uint8Array, fileSize: number): HeaderEntry[] {
   const fail = failure(file);

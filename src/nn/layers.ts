@@ -16,19 +16,44 @@ export interface LinearQuantizedWeight {
 }
 
 /**
+ * A Linear weight in a pre-quantized Hub format (nn/hub_quantized.ts): the checkpoint tensors it
+ * loads in place of `weight`, and the product with them.
+ */
+export interface HubQuantizedWeight {
+  /** The format, e.g. "gptq", for messages. */
+  readonly method: string;
+  /** Parameters named as the checkpoint's tensors beside the layer's bias (e.g. qweight, scales). */
+  readonly params: Record<string, Parameter>;
+  /** x [..., in] @ W^T + bias -> float32 [..., out]. */
+  forward(x: Tensor, bias: Tensor | null): Tensor;
+}
+
+/**
  * y = x W^T + b; weight [out, in], bias [out] (torch.nn.Linear). When `quantized` is set
- * (nn/quantized.ts quantizeLinears), forward uses it instead of the float weight.
+ * (nn/quantized.ts quantizeLinears), forward uses it instead of the float weight; after
+ * `useHubWeight`, the layer loads and uses a pre-quantized Hub weight instead of `weight`.
  */
 export class Linear extends Module {
   readonly weight: Parameter;
   readonly bias: Parameter | null;
   quantized: LinearQuantizedWeight | null = null;
+  hub: HubQuantizedWeight | null = null;
   constructor(readonly inFeatures: number, readonly outFeatures: number, bias = true) {
     super();
     this.weight = this.param("weight", [outFeatures, inFeatures]);
     this.bias = bias ? this.param("bias", [outFeatures]) : null;
   }
+  /** Forget the float weight once `quantized` replaces it on another device (nn/quantized.ts). */
+  dropWeight(): void {
+    this.replaceParam("weight", {});
+  }
+  /** Load `w`'s parameters instead of `weight` (call before loading the checkpoint). */
+  useHubWeight(w: HubQuantizedWeight): void {
+    this.replaceParam("weight", w.params);
+    this.hub = w;
+  }
   forward(x: Tensor): Tensor {
+    if (this.hub) return this.hub.forward(x, this.bias?.value ?? null);
     const q = this.quantized;
     if (q) return linearQuantized(x, q.q, q.scales, q.bits, this.bias?.value ?? null);
     return linear(x, this.weight.value, this.bias?.value ?? null);

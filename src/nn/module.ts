@@ -48,6 +48,12 @@ export class Module {
     return p;
   }
 
+  /** Replace parameter `name` by `params` (a layer switching to another weight format before loading). */
+  protected replaceParam(name: string, params: Record<string, Parameter>): void {
+    this.params.delete(name);
+    for (const [n, p] of Object.entries(params)) this.params.set(n, p);
+  }
+
   /** Register a child module under `name` and return it. */
   protected module<M extends Module>(name: string, m: M): M {
     this.children.set(name, m);

@@ -3,6 +3,7 @@
  * ("int4"): symmetric scales per block of 32 along the input dimension, stored as float32.
  * Activations stay float32; the weight is decoded inside the kernel (tensor/ops.ts linearQuantized).
  */
+import type { Device } from "../devices/device.js";
 import { quantizeBlocks } from "../tensor/ops.js";
 import type { Tensor } from "../tensor/tensor.js";
 import { Linear } from "./layers.js";
@@ -31,21 +32,30 @@ export class QuantizedWeight {
     const { q, scales } = quantizeBlocks(w, bits);
     return new QuantizedWeight(bits, q, scales);
   }
+
+  /** The same weight on `device`. */
+  to(device: Device): QuantizedWeight {
+    return new QuantizedWeight(this.bits, this.q.to(device), this.scales.to(device));
+  }
 }
 
 /**
  * Quantize the weight of every Linear under `root` whose input size is a multiple of 32 (the
- * others stay float, as do embeddings, norms and biases). Returns how many layers were quantized
- * and the names of those left float.
+ * others stay float, as do embeddings, norms and biases). With `device` (the weights being on cpu,
+ * where quantizeBlocks runs), the quantized weights are placed there and the layers drop their float
+ * weight, so that moving the model afterwards does not copy it. Returns how many layers were
+ * quantized and the names of those left float.
  */
-export function quantizeLinears(root: Module, format: WeightQuantization): { quantized: number; skipped: string[] } {
+export function quantizeLinears(root: Module, format: WeightQuantization, device?: Device): { quantized: number; skipped: string[] } {
   let quantized = 0;
   const skipped: string[] = [];
   for (const [name, m] of root.namedModules()) {
     if (!(m instanceof Linear)) continue;
     if (m.inFeatures % 32 !== 0) skipped.push(name);
     else {
-      m.quantized = QuantizedWeight.quantize(m.weight.value, QUANT_BITS[format]);
+      const w = QuantizedWeight.quantize(m.weight.value, QUANT_BITS[format]);
+      m.quantized = device && device !== w.q.device ? w.to(device) : w;
+      if (m.quantized !== w) m.dropWeight();
       quantized++;
     }
   }

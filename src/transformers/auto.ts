@@ -8,13 +8,14 @@ import { isWeightQuantization, quantizeLinears } from "../nn/quantized.js";
 import { isFloating, parseDType, type DType } from "../tensor/dtype.js";
 import type { PreTrainedModel } from "./modeling_utils.js";
 import { causalLMClass } from "./models/index.js";
+import { hubQuantization, prepareHubWeights } from "./quantization_config.js";
 
 export interface FromPretrainedOptions extends SourceOptions {
   /** Device string: "cpu" (default), "webgpu", … */
   device?: string;
   /**
    * Weight dtype: "float32", "bfloat16", "float16", or "auto" (default: as stored in the checkpoint);
-   * or "int8" / "int4" (cpu only): every Linear whose input size is a multiple of 32 is quantized at
+   * or "int8" / "int4": every Linear whose input size is a multiple of 32 is quantized at
    * load as llama.cpp's q8_0 / q4_0 (nn/quantized.ts), the other weights kept as stored.
    */
   dtype?: DType | "auto" | string;
@@ -38,15 +39,21 @@ export class AutoModelForCausalLM {
     }
     if (dtype && !isFloating(dtype)) throw new Error(`dtype '${opts.dtype}' is not a weight dtype; supported: ${weightDtypes}`);
     const device = await openDevice(opts.device ?? "cpu");
-    if (quantize && device.type !== "cpu") throw new Error(`dtype '${quantize}' (quantized weights) is supported on cpu only, not on '${device.type}'`);
     const source = modelSource();
     const dir = await source.resolve(pathOrId, opts);
     const config = await loadConfigFrom(dir, opts);
     const Model = causalLMClass(config);
     const model = new Model(config);
     model.generationConfig = await loadGenerationConfigFrom(dir, opts);
-    model.loadWeights(await source.loadCheckpoint(dir, opts), device, dtype);
-    if (quantize) quantizeLinears(model, quantize);
+    // Pre-quantized checkpoints (GPTQ, AWQ, FP8 block-scaled) load as they are (quantization_config.ts).
+    const hubQuant = hubQuantization(config);
+    if (hubQuant && quantize) throw new Error(`dtype '${quantize}' quantizes float checkpoints; ${pathOrId} is already quantized (${hubQuant.method})`);
+    const weights = await source.loadCheckpoint(dir, opts);
+    // int8 / int4 are quantized on cpu (quantizeBlocks is a cpu kernel), then moved to the device.
+    const loadDevice = quantize ? await openDevice("cpu") : device;
+    model.loadWeights(hubQuant ? prepareHubWeights(model, hubQuant, weights) : weights, loadDevice, dtype);
+    if (quantize) quantizeLinears(model, quantize, device);
+    if (loadDevice !== device) await model.to(device);
     return model;
   }
 }

@@ -118,7 +118,7 @@ function concat(name: string, parts: RawTensor[], shape: number[]): RawTensor {
   const { dtype, shape: s0 } = parts[0];
   const bad = parts.find((p) => p.dtype !== dtype || p.shape.join() !== s0.join());
   if (bad) throw new WeightLoadError(`cannot fuse '${bad.name}' [${bad.shape}] (${bad.dtype}) into '${name}': expected [${s0}] (${dtype}) like '${parts[0].name}'`);
-  const bytes = new Uint8Array(shape.reduce((a, b) => a * b, 1) * (dtype === "uint8" ? 1 : itemsize(dtype)));
+  const bytes = new Uint8Array(shape.reduce((a, b) => a * b, 1) * (dtype === "uint8" || dtype === "float8_e4m3fn" ? 1 : itemsize(dtype)));
   let offset = 0;
   for (const p of parts) {
     bytes.set(p.bytes, offset);

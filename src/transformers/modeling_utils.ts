@@ -229,11 +229,11 @@ export function loadModuleWeights(module: Module, weights: Map<string, RawTensor
       if (!t) {
         if (p.dtype) {
           // A fixed-dtype parameter: as stored, or converted between floating dtypes.
-          const convertible = raw.dtype !== "uint8" && isFloating(raw.dtype) && isFloating(p.dtype);
+          const convertible = raw.dtype !== "uint8" && raw.dtype !== "float8_e4m3fn" && isFloating(raw.dtype) && isFloating(p.dtype);
           if (raw.dtype !== p.dtype && !convertible) throw new WeightLoadError(`weight '${key}' is stored as ${raw.dtype}; ${module.constructor.name} expects ${p.dtype}`);
           t = fromBytes(raw.bytes, raw.dtype as DType, raw.shape, "cpu").to(device, p.dtype);
         } else {
-          if (raw.dtype === "uint8" || !isFloating(raw.dtype)) throw new WeightLoadError(`weight '${key}' is stored as ${raw.dtype}; ${module.constructor.name} expects a floating dtype (float32, float16 or bfloat16)`);
+          if (raw.dtype === "uint8" || raw.dtype === "float8_e4m3fn" || !isFloating(raw.dtype)) throw new WeightLoadError(`weight '${key}' is stored as ${raw.dtype}; ${module.constructor.name} expects a floating dtype (float32, float16 or bfloat16)`);
           t = fromBytes(raw.bytes, raw.dtype, raw.shape, "cpu").to(device, dtype ?? raw.dtype);
         }
         loaded.set(key, t);

@@ -77,6 +77,12 @@ export function cpuKernels(): Partial<KernelSignatures> {
       native().quantizeBlocks(buf(w), code(w), bits, buf(q), buf(scales), w.shape[0], w.shape[1]),
     linearQuantized: (x, q, scales, bits, bias, out) =>
       native().linearQuantized(buf(x), buf(q), buf(scales), bits, bias ? buf(bias) : null, bias ? code(bias) : 0, buf(out), x.shape[0], q.shape[0], x.shape[1]),
+    linearPackedInt: (x, qweight, qzeros, scales, gIdx, bits, awq, zeroOffset, bias, out) =>
+      native().linearPackedInt(buf(x), buf(qweight), buf(qzeros), buf(scales), buf(gIdx), bits, awq ? 1 : 0, zeroOffset,
+        bias ? buf(bias) : null, bias ? code(bias) : 0, buf(out), x.shape[0], scales.shape[1], x.shape[1], scales.shape[0]),
+    linearFp8Block: (x, weight, scaleInv, blockN, blockK, bias, out) =>
+      native().linearFp8Block(buf(x), buf(weight), buf(scaleInv), blockN, blockK, bias ? buf(bias) : null, bias ? code(bias) : 0,
+        buf(out), x.shape[0], weight.shape[0], x.shape[1]),
     dequantMxfp4: (blocks, scales, out) =>
       native().dequantMxfp4(buf(blocks), buf(scales), scales.shape[1] * 4, buf(out), blocks.shape[0], blocks.shape[1]),
     matmul: (a, b, out) => native().matmul(buf(a), strides(a), buf(b), strides(b), buf(out), a.shape[0], a.shape[1], b.shape[2], a.shape[2]),

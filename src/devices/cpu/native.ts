@@ -254,6 +254,16 @@ export interface NativeCpu {
   linearQuantized(x: Buf, q: Buf, scales: Buf, bits: number, bias: Buf | null, biasDtype: number, out: Buf,
                   M: number, N: number, K: number): void;
 
+  /** out [M, N] float32 = x @ W^T (+ bias), W a GPTQ (awq 0) / AWQ (awq 1) packed weight with G
+   * groups (KernelSignatures.linearPackedInt). A g_idx entry outside [0, G) throws RangeError. */
+  linearPackedInt(x: Buf, qweight: Buf, qzeros: Buf, scales: Buf, gIdx: Buf, bits: number, awq: number, zeroOffset: number,
+                  bias: Buf | null, biasDtype: number, out: Buf, M: number, N: number, K: number, G: number): void;
+
+  /** out [M, N] float32 = x @ W^T (+ bias), W float8_e4m3fn bytes [N, K] times scaleInv float32
+   * [ceil(N / blockN), ceil(K / blockK)] per block (KernelSignatures.linearFp8Block). */
+  linearFp8Block(x: Buf, weight: Buf, scaleInv: Buf, blockN: number, blockK: number, bias: Buf | null, biasDtype: number,
+                 out: Buf, M: number, N: number, K: number): void;
+
   /** Row-wise sort of contiguous float32 [rows, n]; stable; values and int64 indices out. */
   sort(x: Buf, outValues: Buf, outIndices: Buf, rows: number, n: number, descending: number): void;
 

@@ -676,6 +676,84 @@ napi_value LinearQuantized(napi_env env, napi_callback_info info) {
                    static_cast<float*>(out.data), M, N, K);
   return undefined(env);
 }
+
+// linearPackedInt(x, qweight, qzeros, scales, gIdx, bits, awq, zeroOffset, bias, biasDtype, out,
+// M, N, K, G): out = x @ W^T + bias, W a GPTQ / AWQ packed weight with G groups (ops.h).
+napi_value LinearPackedInt(napi_env env, napi_callback_info info) {
+  Args args(env, info, "linearPackedInt", 15);
+  const Buffer x = args.buffer(0, "x");
+  const Buffer qweight = args.buffer(1, "qweight");
+  const Buffer qzeros = args.buffer(2, "qzeros");
+  const Buffer scales = args.buffer(3, "scales");
+  const Buffer gidx = args.buffer(4, "gIdx");
+  const int64_t bits = args.integer(5, "bits");
+  const int64_t awq = args.integer(6, "awq", 0, 1);
+  const int64_t zero_offset = args.integer(7, "zeroOffset", 0, 1);
+  const Buffer bias = args.buffer(8, "bias", true);
+  const int bdt = args.dtype(9, "biasDtype");
+  const Buffer out = args.buffer(10, "out");
+  const int64_t M = args.integer(11, "M"), N = args.integer(12, "N"), K = args.integer(13, "K");
+  const int64_t G = args.integer(14, "G");
+  if (args.failed()) return nullptr;
+  args.check(bits == 4 || (bits == 8 && !awq), false, "bits must be 4 (GPTQ, AWQ) or 8 (GPTQ), got %lld",
+             static_cast<long long>(bits));
+  if (args.failed()) return nullptr;
+  const int64_t per = 32 / bits;
+  args.check(N % per == 0 && (awq || K % per == 0), false, "N = %lld and K = %lld must be multiples of %lld",
+             static_cast<long long>(N), static_cast<long long>(K), static_cast<long long>(per));
+  if (args.failed()) return nullptr;
+  if (bias.data) {
+    float_dtype(args, bdt, "biasDtype");
+    args.fits(bias, bdt, {N});
+  }
+  args.fits(x, kF32, {M, K});
+  args.fits(qweight, kI32, awq ? std::vector<int64_t>{K, N / per} : std::vector<int64_t>{K / per, N});
+  args.fits(qzeros, kI32, {G, N / per});
+  args.fits(scales, kF32, {G, N});
+  args.fits(gidx, kI32, {K});
+  args.fits(out, kF32, {M, N});
+  if (args.failed()) return nullptr;
+  const int32_t* g = static_cast<const int32_t*>(gidx.data);
+  for (int64_t k = 0; k < K; ++k)
+    if (!args.check(g[k] >= 0 && g[k] < G, false, "g_idx[%lld] = %d is not a group in [0, %lld)",
+                    static_cast<long long>(k), g[k], static_cast<long long>(G)))
+      return nullptr;
+  linear_packed_int(static_cast<const float*>(x.data), static_cast<const int32_t*>(qweight.data),
+                    static_cast<const int32_t*>(qzeros.data), static_cast<const float*>(scales.data), g,
+                    static_cast<int>(bits), awq != 0, static_cast<int>(zero_offset), bias.data, bdt,
+                    static_cast<float*>(out.data), M, N, K);
+  return undefined(env);
+}
+
+// linearFp8Block(x, weight, scaleInv, blockN, blockK, bias, biasDtype, out, M, N, K): out = x @ W^T
+// + bias, W float8_e4m3fn bytes [N, K] scaled per [blockN, blockK] block (ops.h).
+napi_value LinearFp8Block(napi_env env, napi_callback_info info) {
+  Args args(env, info, "linearFp8Block", 11);
+  const Buffer x = args.buffer(0, "x");
+  const Buffer weight = args.buffer(1, "weight");
+  const Buffer scale_inv = args.buffer(2, "scaleInv");
+  const int64_t bn = args.integer(3, "blockN", 1), bk = args.integer(4, "blockK", 1);
+  const Buffer bias = args.buffer(5, "bias", true);
+  const int bdt = args.dtype(6, "biasDtype");
+  const Buffer out = args.buffer(7, "out");
+  const int64_t M = args.integer(8, "M"), N = args.integer(9, "N"), K = args.integer(10, "K");
+  if (args.failed()) return nullptr;
+  if (bias.data) {
+    float_dtype(args, bdt, "biasDtype");
+    args.fits(bias, bdt, {N});
+  }
+  args.fits(x, kF32, {M, K});
+  args.check(weight.bytes >= static_cast<size_t>(N * K), false, "argument 'weight' holds %zu bytes, needs %lld",
+             weight.bytes, static_cast<long long>(N * K));
+  args.fits(scale_inv, kF32, {(N + bn - 1) / bn, (K + bk - 1) / bk});
+  args.fits(out, kF32, {M, N});
+  if (args.failed()) return nullptr;
+  linear_fp8_block(static_cast<const float*>(x.data), static_cast<const uint8_t*>(weight.data),
+                   static_cast<const float*>(scale_inv.data), bn, bk, bias.data, bdt,
+                   static_cast<float*>(out.data), M, N, K);
+  return undefined(env);
+}
+
 // sort(x, outValues, outIndices, rows, n, descending): stable row-wise sort with indices.
 napi_value Sort(napi_env env, napi_callback_info info) {
   Args args(env, info, "sort", 6);
@@ -746,6 +824,8 @@ NAPI_MODULE_INIT() {
       {"dequantMxfp4", nullptr, DequantMxfp4, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
       {"quantizeBlocks", nullptr, QuantizeBlocks, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
       {"linearQuantized", nullptr, LinearQuantized, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
+      {"linearPackedInt", nullptr, LinearPackedInt, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
+      {"linearFp8Block", nullptr, LinearFp8Block, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
       {"sort", nullptr, Sort, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
       {"topk", nullptr, Topk, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
       {"mapRegions", nullptr, MapRegions, nullptr, nullptr, nullptr, napi_enumerable, nullptr},

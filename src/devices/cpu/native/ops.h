@@ -128,6 +128,20 @@ void linear_quantized(const float* x, const uint8_t* q, const float* scales, int
                       const void* bias, int bias_dtype, float* out, int64_t M, int64_t N,
                       int64_t K);
 
+// quant_hub.cc: linear with Hub pre-quantized weights (all contiguous; bias of bias_dtype or null).
+// GPTQ (awq false): qweight int32 [K / (32 / bits), N] packed along K; AWQ (awq true, bits 4):
+// qweight int32 [K, N / 8] packed along N in AutoAWQ's order. Both: qzeros int32 [G, N / (32 / bits)]
+// (same packing along N as the layout's), scales float32 [G, N], g_idx int32 [K] (values < G, checked
+// by the caller); w[n, k] = (q - (z + zero_offset)) * scale.
+void linear_packed_int(const float* x, const int32_t* qweight, const int32_t* qzeros,
+                       const float* scales, const int32_t* g_idx, int bits, bool awq,
+                       int zero_offset, const void* bias, int bias_dtype, float* out, int64_t M,
+                       int64_t N, int64_t K);
+// FP8: weight float8_e4m3fn bytes [N, K], scale_inv float32 [ceil(N / block_n), ceil(K / block_k)].
+void linear_fp8_block(const float* x, const uint8_t* weight, const float* scale_inv,
+                      int64_t block_n, int64_t block_k, const void* bias, int bias_dtype,
+                      float* out, int64_t M, int64_t N, int64_t K);
+
 // sort.cc
 void sort(const float* x, float* values, int64_t* indices, int64_t rows, int64_t n, bool descending);
 void topk(const float* x, float* values, int64_t* indices, int64_t rows, int64_t n, int64_t k);

@@ -1,4 +1,4 @@
-/** The webgpu kernel table: every op of devices/kernels.ts but the block-quantized weights (cpu only so far). */
+/** The webgpu kernel table: every op of devices/kernels.ts but quantizeBlocks (weights are quantized on cpu). */
 import type { KernelSignatures } from "../../kernels.js";
 import { attentionKernels } from "./attention.js";
 import { elementwiseKernels } from "./elementwise.js";
@@ -8,11 +8,12 @@ import { matmulKernels } from "./matmul.js";
 import { mxfp4Kernels } from "./mxfp4.js";
 import { normKernels } from "./norm.js";
 import { pagedAttentionKernels } from "./paged_attention.js";
+import { quantLinearKernels } from "./quant_linear.js";
 import { reduceKernels } from "./reduce.js";
 import { sortKernels } from "./sort.js";
 import { spatialKernels } from "./spatial.js";
 
-export const webgpuKernels: Omit<KernelSignatures, "quantizeBlocks" | "linearQuantized"> = {
+export const webgpuKernels: Omit<KernelSignatures, "quantizeBlocks"> = {
   ...elementwiseKernels,
   ...reduceKernels,
   ...matmulKernels,
@@ -24,4 +25,5 @@ export const webgpuKernels: Omit<KernelSignatures, "quantizeBlocks" | "linearQua
   ...gatedDeltaKernels,
   ...sortKernels,
   ...mxfp4Kernels,
+  ...quantLinearKernels,
 };
