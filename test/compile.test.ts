@@ -284,3 +284,23 @@ test("compile: on webgpu, functions within 1e-4 (elementwise chains fused) and t
   await functionsMatchEager(dev, 1e-4);
   await storiesForward(t, "webgpu", 1e-4, 1e-3);
 });
+
+test("compile: on webgpu, a linear's residual add is fused into its epilogue (linearAdd) within 1e-4 of eager", async (t) => {
+  const dev = await webgpuOrSkip(t);
+  if (!dev) return;
+  torch.compiler.reset();
+  const after = torch.compile(function after(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, r: torch.Tensor) { return torch.linear(x, w, b).add(r); });
+  const before = torch.compile(function before(x: torch.Tensor, w: torch.Tensor, r: torch.Tensor) { return r.add(torch.linear(x, w)).mul(2); });
+  for (const [rows, seed] of [[1, 1], [3, 2], [12, 3]] as const) {
+    const x = rand([1, rows, 24], seed, dev), w = rand([40, 24], seed + 10, dev), b = rand([40], seed + 20, dev), r = rand([1, rows, 40], seed + 30, dev);
+    assert.match(graphLog(() => after(x, w, b, r)), /after: 1 kernel calls \(0 dead removed, 1 fused away\)/, `${rows} rows: linear + add is one call`);
+    assert.match(graphLog(() => before(x, w, r)), /before: 2 kernel calls \(0 dead removed, 1 fused away\)/, `${rows} rows: residual on the left`);
+    const [x2, r2] = [rand([1, rows, 24], seed + 40, dev), rand([1, rows, 40], seed + 50, dev)];
+    await close(after(x2, w, b, r2), torch.linear(x2, w, b).add(r2), 1e-4, `linear + bias + residual, ${rows} rows, replayed`);
+    await close(before(x2, w, r2), r2.add(torch.linear(x2, w)).mul(2), 1e-4, `residual + linear, ${rows} rows, replayed`);
+  }
+  const x = rand([2, 24], 7, dev), w = rand([40, 24], 8, dev);
+  const used = torch.compile(function used(x: torch.Tensor, w: torch.Tensor) { const y = torch.linear(x, w); return y.add(y); });
+  assert.match(graphLog(() => used(x, w)), /used: 2 kernel calls \(0 dead removed, 0 fused away\)/, "a product read twice keeps its own kernel");
+  await close(used(x, w), torch.linear(x, w).mul(2), 1e-4, "y + y");
+});

@@ -13,6 +13,7 @@ import { Tensor } from "../tensor/tensor.js";
 import { isView, type Capture } from "./capture.js";
 import type { Leaf } from "./guards.js";
 import { eliminateDeadCode } from "./passes/dce.js";
+import { fuseLinearEpilogue } from "./passes/epilogue.js";
 import { fuseElementwise } from "./passes/fusion.js";
 import { planMemory } from "./passes/memory_plan.js";
 
@@ -64,7 +65,9 @@ export class GraphProgram {
 
     const temporary = new Set([...cap.allocated].filter((s) => !slots.has(s)));
     const live = eliminateDeadCode(cap.nodes, outputs, temporary);
-    const kept = registeredOps(device.type).includes("fusedElementwise") ? fuseElementwise(live, outputs, temporary) : live;
+    const ops = registeredOps(device.type);
+    const epilogued = ops.includes("linearAdd") ? fuseLinearEpilogue(live, outputs, temporary) : live;
+    const kept = ops.includes("fusedElementwise") ? fuseElementwise(epilogued, outputs, temporary) : epilogued;
     const plan = planMemory(kept, temporary, device);
     this.info = {
       nodes: kept.length, deadNodes: cap.nodes.length - live.length, fusedNodes: live.length - kept.length,

@@ -168,6 +168,10 @@ export interface KernelSignatures {
    * op or FUSABLE_BINARY op to inputs or earlier steps' values; the last step's value goes to out
    * (float32). Every step's value is used once, by a later step, except the last. */
   fusedElementwise(steps: readonly FusedStep[], inputs: TensorView[], out: TensorView): void;
+  /** out = x @ w^T + bias + residual (made by compile/'s epilogue fusion, never by the front-end):
+   * x float32 [M, K], w [N, K] as linear, bias [N] or null, residual and out contiguous float32 [M, N]
+   * (out shares no storage with x, w, bias or residual). */
+  linearAdd(x: TensorView, w: TensorView, bias: TensorView | null, residual: TensorView, out: TensorView): void;
 }
 
 export type OpName = keyof KernelSignatures;

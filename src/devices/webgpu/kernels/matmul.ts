@@ -1,6 +1,6 @@
 /**
  * Matrix products: linear (x @ w^T + bias, weights read as stored in float32/float16/bfloat16),
- * gatherLinear (a weight per row, for mixture-of-experts) and batched strided matmul, all on one
+ * linearAdd (linear plus a residual, compile's epilogue fusion), gatherLinear (a weight per row, for mixture-of-experts) and batched strided matmul, all on one
  * tiled kernel: a workgroup computes a 64x64 output tile, staging 64x16 slices of both operands in
  * workgroup memory; each of its 256 threads accumulates a 4x4 register block with vec4 FMAs.
  *
@@ -15,6 +15,7 @@ import type { DType } from "../../dtype.js";
 import type { TensorView } from "../../view.js";
 import { STATUS_GATHER_LINEAR } from "../device.js";
 import { bufferOf, deviceOf } from "./common.js";
+import { elementwiseKernels } from "./elementwise.js";
 import { expertStride, groupedGatherLinear } from "./grouped.js";
 import { binding, LIBRARY, loader } from "./wgsl.js";
 
@@ -137,7 +138,7 @@ const GEMV_ROWS = 8;
  * are read a word or more at a time where alignment allows: float32 as vec4 (K and offsets
  * divisible by 4), float16/bfloat16 as pairs (K and offset even).
  */
-function gemv(x: TensorView, w: TensorView, bias: TensorView | null, out: TensorView, M: number, N: number, K: number): void {
+function gemv(x: TensorView, w: TensorView, bias: TensorView | null, out: TensorView, M: number, N: number, K: number, residual: TensorView | null = null): void {
   const dev = deviceOf(out);
   const half = w.dtype !== "float32";
   const mode = !half && K % 4 === 0 && w.offset % 4 === 0 && x.offset % 4 === 0 ? "v4" : half && K % 2 === 0 && w.offset % 2 === 0 ? "pair" : "scalar";
@@ -167,13 +168,15 @@ function gemv(x: TensorView, w: TensorView, bias: TensorView | null, out: Tensor
     for (var m = 0u; m < M; m = m + 1u) { acc[m] = fma(X[pu(3u) + m * K + k], wv, acc[m]); }
   }`,
   };
-  const key = `gemv:${w.dtype}:${bias ? bias.dtype : "-"}:${mode}`;
-  const prog = dev.dispatcher.program(key, ["read", "read", "read", "write"], () => `${LIBRARY}
+  const key = `gemv:${w.dtype}:${bias ? bias.dtype : "-"}:${mode}:${residual ? "res" : "-"}`;
+  const access = residual ? ["read", "read", "read", "write", "read"] as const : ["read", "read", "read", "write"] as const;
+  const prog = dev.dispatcher.program(key, [...access], () => `${LIBRARY}
 ${mode === "v4" ? `@group(0) @binding(1) var<storage, read> X4: array<vec4<f32>>;
 @group(0) @binding(2) var<storage, read> W4: array<vec4<f32>>;` : `@group(0) @binding(1) var<storage, read> X: array<f32>;
 ${binding(2, "w", "read")}${loader("w", w.dtype)}`}
 ${binding(3, "bias", "read")}${loader("bias", bias?.dtype ?? "float32")}
 @group(0) @binding(4) var<storage, read_write> Y: array<f32>;
+${residual ? "@group(0) @binding(5) var<storage, read> R: array<f32>;" : ""}
 @compute @workgroup_size(64) fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
   let M = pu(0u); let N = pu(1u); let K = pu(2u);
   let n = gid.x;
@@ -181,17 +184,29 @@ ${binding(3, "bias", "read")}${loader("bias", bias?.dtype ?? "float32")}
   var acc: array<f32, ${GEMV_ROWS}>;
   ${loops[mode]}
   for (var m = 0u; m < M; m = m + 1u) {
-    Y[pu(6u) + m * N + n] = acc[m]${bias ? " + ld_bias(pu(5u) + n)" : ""};
+    Y[pu(6u) + m * N + n] = acc[m]${bias ? " + ld_bias(pu(5u) + n)" : ""}${residual ? " + R[pu(7u) + m * N + n]" : ""};
   }
 }`);
-  dev.dispatcher.dispatch(prog, [bufferOf(x), bufferOf(w), bufferOf(bias ?? x), bufferOf(out)],
-    [M, N, K, x.offset, w.offset, bias?.offset ?? 0, out.offset], [Math.ceil(N / 64), 1, 1]);
+  dev.dispatcher.dispatch(prog, [bufferOf(x), bufferOf(w), bufferOf(bias ?? x), bufferOf(out), ...(residual ? [bufferOf(residual)] : [])],
+    [M, N, K, x.offset, w.offset, bias?.offset ?? 0, out.offset, residual?.offset ?? 0], [Math.ceil(N / 64), 1, 1]);
 }
 
 function linear(x: TensorView, w: TensorView, bias: TensorView | null, out: TensorView): void {
   const [M, K] = x.shape, N = w.shape[0];
   if (M <= GEMV_ROWS && N <= 65535 * 64) return gemv(x, w, bias, out, M, N, K);
   gemm({ tensor: x, strides: [0, K, 1] }, { tensor: w, strides: [0, 1, K] }, bias, out, 1, M, N, K);
+}
+
+/** linear then + residual: one matrix-vector dispatch for few rows, else the tiled product into scratch and an add. */
+function linearAdd(x: TensorView, w: TensorView, bias: TensorView | null, residual: TensorView, out: TensorView): void {
+  const [M, K] = x.shape, N = w.shape[0];
+  if (M <= GEMV_ROWS && N <= 65535 * 64) return gemv(x, w, bias, out, M, N, K, residual);
+  const dev = deviceOf(out), scratch = dev.allocate(M * N * 4);
+  const strides = out.shape.map((_, d) => out.shape.slice(d + 1).reduce((a, b) => a * b, 1));
+  const y: TensorView = { storage: scratch, dtype: "float32", shape: out.shape, strides, offset: 0 };
+  linear(x, w, bias, y);
+  elementwiseKernels.binary("add", y, residual, out);
+  dev.release(scratch);
 }
 
 function gatherLinear(x: TensorView, w: TensorView[], idx: TensorView, out: TensorView): void {
@@ -206,4 +221,4 @@ function matmul(a: TensorView, b: TensorView, out: TensorView): void {
   gemm({ tensor: a, strides: a.strides as [number, number, number] }, { tensor: b, strides: b.strides as [number, number, number] }, null, out, batch, M, N, K);
 }
 
-export const matmulKernels: Pick<KernelSignatures, "linear" | "gatherLinear" | "matmul"> = { linear, gatherLinear, matmul };
+export const matmulKernels: Pick<KernelSignatures, "linear" | "linearAdd" | "gatherLinear" | "matmul"> = { linear, linearAdd, gatherLinear, matmul };
