@@ -132,8 +132,8 @@ test("numThreads and cpuFeatures describe the pool and the kernels", () => {
   assert.ok(Number.isInteger(n) && n >= 1);
   if (process.env.TSORCH_NUM_THREADS) assert.equal(n, Number(process.env.TSORCH_NUM_THREADS));
   const f = nat.cpuFeatures();
-  assert.match(f, /kernels=(avx512|avx2|portable)$/);
-  if (process.env.TSORCH_CPU_ISA === "portable") assert.match(f, /kernels=portable$/);
+  assert.match(f, /kernels=(avx512|avx2|portable) int8=(avx512-vnni|avx-vnni|avx2|portable|off) bf16=(avx512-bf16|f32)$/);
+  if (process.env.TSORCH_CPU_ISA === "portable") assert.match(f, /kernels=portable int8=portable bf16=f32$/);
 });
 
 test("the portable kernels pass this file too (child process, 3 threads)", { skip: !!process.env.TSORCH_CPU_ISA }, () => {
