@@ -41,8 +41,9 @@ test("linear with bfloat16 weights matches a float64 reference on this host's pa
   }
 });
 
-test("the float32 path passes this file too (child process, TSORCH_CPU_BF16=f32)", { skip: !bf16Dot || process.env.TSORCH_CPU_BF16 === "f32" }, () => {
-  const env: NodeJS.ProcessEnv = { ...process.env, TSORCH_CPU_BF16: "f32" };
+const canBf16 = /\bavx512bf16\b/.test(features) && /kernels=avx512\b/.test(features);
+test("the AVX512-BF16 path (opt-in) passes this file too (child process, TSORCH_CPU_BF16=avx512-bf16)", { skip: !canBf16 || process.env.TSORCH_CPU_BF16 !== undefined }, () => {
+  const env: NodeJS.ProcessEnv = { ...process.env, TSORCH_CPU_BF16: "avx512-bf16" };
   delete env.NODE_TEST_CONTEXT;  // inherited from our own `node --test`, the child would always exit 0
   const r = spawnSync(process.execPath, ["--test", fileURLToPath(import.meta.url)], { env, encoding: "utf8" });
   assert.equal(r.status, 0, `child run failed:\n${r.stdout}\n${r.stderr}`);
