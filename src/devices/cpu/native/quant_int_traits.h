@@ -60,7 +60,7 @@ struct IntAvx512Vnni {
     return _mm512_and_si512(sh, _mm512_set1_epi8(0x0F));
   }
   static vf wscale(int bits, const float* s) {
-    return spread(bits, _mm512_castps128_ps512(_mm_castpd_ps(_mm_load_sd(reinterpret_cast<const double*>(s)))));
+    return spread(bits, _mm512_castps128_ps512(_mm_castsi128_ps(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(s)))));  // unaligned 8-byte load
   }
   static vf wscale_tail(int bits, const float* s) { return spread(bits, _mm512_castps128_ps512(_mm_load_ss(s))); }
   static vf spread(int bits, __m512 two) {
