@@ -49,6 +49,7 @@
         "src/devices/cpu/native/linear.cc",
         "src/devices/cpu/native/matmul.cc",
         "src/devices/cpu/native/mxfp4.cc",
+        "src/devices/cpu/native/membw.cc",
         "src/devices/cpu/native/mmap.cc",
         "src/devices/cpu/native/napi_args.cc",
         "src/devices/cpu/native/norm.cc",
@@ -64,7 +65,7 @@
         "src/devices/cpu/native/thread_pool.cc",
       ],
       "conditions": [
-        ["x86_kernels==1", {"dependencies": ["tsorch_gemm_avx2", "tsorch_gemm_avx512"]}],
+        ["x86_kernels==1", {"dependencies": ["tsorch_gemm_avx2", "tsorch_gemm_avx512", "tsorch_quant_avxvnni", "tsorch_quant_avx512vnni", "tsorch_gemm_avx512bf16"]}],
       ],
     },
   ],
@@ -89,6 +90,31 @@
                         "-Wno-uninitialized", "-Wno-maybe-uninitialized"],
           "xcode_settings": {
             "OTHER_CPLUSPLUSFLAGS": ["-mavx512f", "-mavx512bw", "-mavx512vl", "-mfma", "-mf16c"],
+          },
+        },
+        {
+          "target_name": "tsorch_quant_avxvnni",
+          "type": "static_library",
+          "sources": ["src/devices/cpu/native/quant_avxvnni.cc"],
+          "cflags_cc": ["-mavx2", "-mfma", "-mf16c", "-mavxvnni"],
+          "xcode_settings": {"OTHER_CPLUSPLUSFLAGS": ["-mavx2", "-mfma", "-mf16c", "-mavxvnni"]},
+        },
+        {
+          "target_name": "tsorch_gemm_avx512bf16",
+          "type": "static_library",
+          "sources": ["src/devices/cpu/native/gemm_avx512bf16.cc"],
+          "cflags_cc": ["-mavx512f", "-mavx512bw", "-mavx512vl", "-mavx512bf16", "-mfma",
+                        "-Wno-uninitialized", "-Wno-maybe-uninitialized"],
+          "xcode_settings": {"OTHER_CPLUSPLUSFLAGS": ["-mavx512f", "-mavx512bw", "-mavx512vl", "-mavx512bf16", "-mfma"]},
+        },
+        {
+          "target_name": "tsorch_quant_avx512vnni",
+          "type": "static_library",
+          "sources": ["src/devices/cpu/native/quant_avx512vnni.cc"],
+          "cflags_cc": ["-mavx512f", "-mavx512bw", "-mavx512vl", "-mavx512vnni", "-mfma", "-mf16c",
+                        "-Wno-uninitialized", "-Wno-maybe-uninitialized"],
+          "xcode_settings": {
+            "OTHER_CPLUSPLUSFLAGS": ["-mavx512f", "-mavx512bw", "-mavx512vl", "-mavx512vnni", "-mfma", "-mf16c"],
           },
         },
       ],

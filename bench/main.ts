@@ -16,6 +16,13 @@
  * interleaved: prefill tokens/s (prompt 32, from time to first token) and decode tokens/s (200 new
  * tokens, batch 1, greedy), each the best of 2, their ratios, whether the ids are equal, the
  * first (compiling) call's seconds and the compiler's stats. Prints JSON.
+ *
+ * Also (bench/host.ts): the CPU model, the kernels' instruction sets and the memory read bandwidth
+ * (median of 5 streaming reads of 1 GiB over the same threads), and for each of `--dtypes`
+ * (default: the stored dtype; e.g. auto,int8,int4) the batch-1 decode as a fraction of the
+ * bandwidth limit (Linear weight bytes read per token / bandwidth). `--llamacpp DIR` (a folder with
+ * node-llama-cpp installed) adds llama.cpp on the GGUFs in `--gguf-dir` (bench/llamacpp.ts; types
+ * `--llamacpp-types`, default bf16,q8_0,q4_0), timed in a child process while this one waits.
  */
 import { execFileSync } from "node:child_process";
 import { existsSync, statSync } from "node:fs";
@@ -24,7 +31,8 @@ import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
 
 const PROMPT = 32, NEW_TOKENS = 64, COMPILE_NEW_TOKENS = 200;
-const USAGE = "usage: npm run bench -- [--model DIR | --pipeline DIR [--steps N] [--sizes HxW,HxW]] [--device cpu|webgpu] [--threads N] [--peer-python PATH] [--compile]";
+const USAGE = "usage: npm run bench -- [--model DIR [--dtypes auto,int8,int4] [--llamacpp DIR --gguf-dir DIR [--llamacpp-types bf16,q8_0,q4_0]] | --pipeline DIR [--steps N] [--sizes HxW,HxW]] [--device cpu|webgpu] [--threads N] [--peer-python PATH] [--compile]";
+const DTYPES = ["auto", "float32", "bfloat16", "float16", "int8", "int4"];
 
 /** Print a one-line error and the usage, exit 2. */
 function usageError(message: string): never {
@@ -38,7 +46,8 @@ function parseFlags() {
   try {
     ({ values } = parseArgs({
       options: { model: { type: "string" }, device: { type: "string", default: "cpu" }, threads: { type: "string" }, "peer-python": { type: "string" }, pipeline: { type: "string" },
-        steps: { type: "string" }, sizes: { type: "string" }, compile: { type: "boolean" } },
+        steps: { type: "string" }, sizes: { type: "string" }, compile: { type: "boolean" },
+        dtypes: { type: "string", default: "auto" }, llamacpp: { type: "string" }, "gguf-dir": { type: "string" }, "llamacpp-types": { type: "string", default: "bf16,q8_0,q4_0" } },
     }));
   } catch (e) {
     usageError((e as Error).message.replace(/\s*\n\s*/g, " "));
@@ -54,6 +63,9 @@ function parseFlags() {
   if ((values.steps !== undefined || values.sizes !== undefined) && values.pipeline === undefined) usageError("--steps and --sizes need --pipeline");
   if (values.compile && values.model === undefined && values.pipeline === undefined) usageError("--compile needs --model or --pipeline");
   if (values.compile && values["peer-python"] !== undefined && values.model !== undefined) usageError("--compile and --peer-python measure different things; pass one");
+  const bad = values.dtypes!.split(",").find((d) => !DTYPES.includes(d));
+  if (bad !== undefined) usageError(`--dtypes: unknown dtype '${bad}' (expected a comma-separated list of ${DTYPES.join(", ")})`);
+  if (values.llamacpp !== undefined && (values.model === undefined || values["gguf-dir"] === undefined)) usageError("--llamacpp needs --model and --gguf-dir");
   return { ...values, device: values.device as string };
 }
 
@@ -61,6 +73,9 @@ const values = parseFlags();
 // An explicit --threads wins over TSORCH_NUM_THREADS; the pool reads it when the addon loads.
 if (values.threads !== undefined) process.env.TSORCH_NUM_THREADS = values.threads;
 const tsorch = await import("../src/index.js");
+const { Linear } = await import("../src/nn/layers.js");
+const { hostInfo, median } = await import("./host.js");
+const { llamaCppPeer } = await import("./llamacpp.js");
 const { AutoModelForCausalLM } = await import("../src/transformers/index.js");
 const { native } = await import("../src/devices/cpu/native.js");
 /** The cpu thread pool's real size (kernels on cpu, host work on webgpu). */
@@ -92,8 +107,21 @@ async function kernels(device: string) {
   };
 }
 
-async function modelBench(dir: string, device: string) {
-  const model = await AutoModelForCausalLM.fromPretrained(dir, { device });
+const ITEM_BYTES: Record<string, number> = { float32: 4, int32: 4, bfloat16: 2, float16: 2 };
+
+/** Bytes of Linear weights (quantized codes and scales, or the float weight) one decode step reads. */
+function weightBytesPerToken(model: { namedModules(): Iterable<[string, unknown]> }): number {
+  let bytes = 0;
+  for (const [, m] of model.namedModules()) {
+    if (!(m instanceof Linear)) continue;
+    const ts = m.quantized ? [m.quantized.q, m.quantized.scales] : [m.weight.value];
+    for (const t of ts) bytes += t.numel * ITEM_BYTES[t.dtype];
+  }
+  return bytes;
+}
+
+async function modelBench(dir: string, device: string, dtype = "auto") {
+  const model = await AutoModelForCausalLM.fromPretrained(dir, { device, dtype: dtype as "auto" });
   // The high-water mark so far: the process start plus loading (safetensors are memory-mapped).
   const loadPeakRss = process.resourceUsage().maxRSS * 1024;
   const vocab = (model.config.vocab_size as number) ?? 32000;
@@ -109,9 +137,13 @@ async function modelBench(dir: string, device: string) {
     return { ttft: (first - t0) / 1000, rate: (batch * (steps - 1)) / ((end - first) / 1000) };
   };
   await model.generate(randomIds(4, vocab, 1), { maxNewTokens: 2, eosTokenId: [] }); // warm-up
-  const t0 = performance.now();
-  await model.logits([randomIds(PROMPT, vocab, 3)]).narrow(1, PROMPT - 1, 1).data();
-  const prefill = PROMPT / ((performance.now() - t0) / 1000);
+  const prefills: number[] = [];
+  for (let r = 0; r < 3; r++) {
+    const t0 = performance.now();
+    await model.logits([randomIds(PROMPT, vocab, 3 + r)]).narrow(1, PROMPT - 1, 1).data();
+    prefills.push(PROMPT / ((performance.now() - t0) / 1000));
+  }
+  const prefill = median(prefills);
   const b1 = await decode(1);
   const b8 = await decode(8);
   return {
@@ -121,6 +153,8 @@ async function modelBench(dir: string, device: string) {
     time_to_first_token_s: b1.ttft,
     load_peak_rss_bytes: loadPeakRss,
     peak_rss_bytes: process.resourceUsage().maxRSS * 1024,
+    dtype: dtype === "auto" ? model.dtype : dtype,
+    weight_bytes_per_token: weightBytesPerToken(model),
   };
 }
 
@@ -165,7 +199,8 @@ async function compiledAgainstEager(model: Awaited<ReturnType<typeof AutoModelFo
   };
 }
 
-const report: Record<string, unknown> = { device: values.device, threads, prompt: PROMPT, new_tokens: values.compile ? COMPILE_NEW_TOKENS : NEW_TOKENS };
+const host = hostInfo();
+const report: Record<string, unknown> = { device: values.device, threads, prompt: PROMPT, new_tokens: values.compile ? COMPILE_NEW_TOKENS : NEW_TOKENS, host };
 if (values.device !== "cpu") await tsorch.openDevice(values.device);
 if (values.compile) {
   report.model = path.resolve(values.model!);
@@ -174,7 +209,15 @@ if (values.compile) {
 } else {
   if (values.model) {
     report.model = path.resolve(values.model);
-    report.tsorch = await modelBench(values.model, values.device!);
+    const dtypes = values.dtypes!.split(",");
+    const byDtype: Record<string, Record<string, number | string>> = {};
+    for (const d of dtypes) {
+      const r = await modelBench(values.model, values.device!, d);
+      const limit = host.read_bandwidth_bytes_per_s / r.weight_bytes_per_token;
+      byDtype[d] = { ...r, bandwidth_limit_tokens_per_s: limit, decode_batch1_fraction_of_limit: r.decode_tokens_per_s_batch1 / limit };
+    }
+    report.tsorch = byDtype[dtypes[0]];
+    if (dtypes.length > 1) report.tsorch_dtypes = byDtype;
   }
   report.tsorch = { ...(report.tsorch as object), ...(await kernels(values.device!)) };
 }
@@ -187,6 +230,15 @@ if (values["peer-python"]) {
   report.ratio_tsorch_over_pytorch = Object.fromEntries(
     Object.keys(mine).filter((k) => typeof peer[k] === "number").map((k) => [k, mine[k] / peer[k]]),
   );
+}
+if (values.llamacpp) {
+  const peer = llamaCppPeer(values.llamacpp, values["gguf-dir"]!, values["llamacpp-types"]!.split(","), threads, NEW_TOKENS);
+  report.llamacpp = peer;
+  const mine = (report.tsorch_dtypes ?? { [values.dtypes!.split(",")[0]]: report.tsorch }) as Record<string, Record<string, number>>;
+  const pairs: [string, string][] = [["auto", "bf16"], ["bfloat16", "bf16"], ["int8", "q8_0"], ["int4", "q4_0"]];
+  report.ratio_tsorch_over_llamacpp = Object.fromEntries(pairs.filter(([d, t]) => mine[d] && typeof peer[t]?.decode_tok_s === "number").map(([d, t]) => [
+    `${d}/${t}`, { prefill: mine[d].prefill_tokens_per_s / (peer[t].prefill_tok_s as number), decode_batch1: mine[d].decode_tokens_per_s_batch1 / (peer[t].decode_tok_s as number) },
+  ]));
 }
 if (values.model && !values.compile) {
   const { readdirSync } = await import("node:fs");

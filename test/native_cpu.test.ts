@@ -11,6 +11,7 @@ import { spawnSync } from "node:child_process";
 import { fileURLToPath } from "node:url";
 
 import { BINARY, DTYPE_CODE, REDUCE, UNARY, native } from "../src/devices/cpu/native.js";
+import { roundFloat } from "../src/conformance/reference.js";
 
 const nat = native();
 const F32 = DTYPE_CODE.float32, F16 = DTYPE_CODE.float16, BF16 = DTYPE_CODE.bfloat16;
@@ -132,8 +133,8 @@ test("numThreads and cpuFeatures describe the pool and the kernels", () => {
   assert.ok(Number.isInteger(n) && n >= 1);
   if (process.env.TSORCH_NUM_THREADS) assert.equal(n, Number(process.env.TSORCH_NUM_THREADS));
   const f = nat.cpuFeatures();
-  assert.match(f, /kernels=(avx512|avx2|portable)$/);
-  if (process.env.TSORCH_CPU_ISA === "portable") assert.match(f, /kernels=portable$/);
+  assert.match(f, /kernels=(avx512|avx2|portable) int8=(avx512-vnni|avx-vnni|avx2|portable|off) bf16=(avx512-bf16|f32)$/);
+  if (process.env.TSORCH_CPU_ISA === "portable") assert.match(f, /kernels=portable int8=portable bf16=f32$/);
 });
 
 test("the portable kernels pass this file too (child process, 3 threads)", { skip: !!process.env.TSORCH_CPU_ISA }, () => {
@@ -491,6 +492,15 @@ function linearRef(x: Float32Array, w: Float32Array, bias: Float32Array | null, 
   return { out, tol };
 }
 
+/**
+ * The activations a linear with `dt` weights multiplies at M rows: rounded to bfloat16 where the
+ * host's bf16 dot-product GEMM takes bfloat16 weights (M >= 2, cpuFeatures "bf16=avx512-bf16").
+ */
+function linearInput(x: Float32Array, dt: string, M: number): Float32Array {
+  const bf16Dot = /\bbf16=avx512-bf16\b/.test(nat.cpuFeatures());
+  return bf16Dot && dt === "bfloat16" && M >= 2 ? x.map((v) => roundFloat(v, "bfloat16")) : x;
+}
+
 test("linear: all weight dtypes, with and without bias, odd sizes through every kernel path", () => {
   const r = rng(12);
   // (M, N, K): GEMV, small-M direct kernel, packed kernel with row/column/depth tails, threads.
@@ -506,7 +516,7 @@ test("linear: all weight dtypes, with and without bias, odd sizes through every 
         const [bias, bbuf] = weights(randn(N, r), biasDt);
         const out = new Float32Array(M * N);
         nat.linear(x, wbuf, DTYPE_CODE[dt], withBias ? bbuf : null, DTYPE_CODE[biasDt], out, M, N, K);
-        const ref = linearRef(x, w, withBias ? bias : null, M, N, K);
+        const ref = linearRef(linearInput(x, dt, M), w, withBias ? bias : null, M, N, K);
         closePer(out, ref.out, ref.tol, `linear M=${M} N=${N} K=${K} ${dt} bias=${withBias}`);
       }
 });
@@ -525,7 +535,7 @@ test("linear: K = 0 gives the bias; buffers at byte offsets", () => {
   new Uint16Array(wback.buffer, 2, N * K).set(wb);
   const o = new Float32Array(M * N);
   nat.linear(backing.subarray(4), wback.subarray(2), BF16, null, 0, o, M, N, K);
-  const ref = linearRef(x, Float32Array.from(wb, bf16ToF32), null, M, N, K);
+  const ref = linearRef(linearInput(x, "bfloat16", M), Float32Array.from(wb, bf16ToF32), null, M, N, K);
   closePer(o, ref.out, ref.tol, "linear at offsets");
 });
 

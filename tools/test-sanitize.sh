@@ -25,4 +25,9 @@ export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1"
 
 node dist/src/cli/main.js conformance --device cpu | tail -n 3
 echo "test:sanitize: conformance on cpu passed under ASan + UBSan"
+# The lower integer paths of quantized linears and the float32 path of bfloat16 linears.
+for p in avx-vnni avx2 portable off; do
+  TSORCH_CPU_INT8=$p node dist/src/cli/main.js conformance --device cpu --op linearQuantized | tail -n 1
+done
+TSORCH_CPU_BF16=f32 node dist/src/cli/main.js conformance --device cpu --op linear | tail -n 1
 node --test --test-concurrency=1 dist/test/hub_safetensors*.test.js

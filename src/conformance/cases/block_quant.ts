@@ -1,7 +1,8 @@
 /**
  * Conformance cases of block-quantized weights (llama.cpp q8_0 / q4_0 layouts, float32 scales):
  * quantizeBlocks on weights whose blocks quantize exactly (codes × a power of two), and
- * linearQuantized against a float64 product with the dequantized weight. cpu-only kernels
+ * linearQuantized against a float64 product of the weight codes with the activations quantized to
+ * int8 blocks as the kernels do (llama.cpp's q8_0 activations). cpu-only kernels
  * (Case.kernel): other devices list these cases as not run.
  */
 import * as T from "../../tensor/ops.js";
@@ -26,19 +27,57 @@ function pack(bits: 4 | 8, codes: number[], N: number, K: number): number[] {
   return bytes;
 }
 
-function linearQuantizedCase(name: string, bits: 4 | 8, M: number, N: number, K: number, rng: Rng, biasDtype: "float32" | "bfloat16" | null): Case {
+/** Round half to even (the vector conversions' rounding). */
+function roundEven(v: number): number {
+  const r = Math.round(v);
+  return Math.abs(v - Math.trunc(v)) === 0.5 && r % 2 !== 0 ? r - 1 : r;
+}
+
+/**
+ * Row m of x [M, K] quantized as the cpu kernels quantize activations (llama.cpp's q8_0 of the
+ * activations): per block of 32, d = max|x| / 127 and code = x * (127 / max|x|) rounded to nearest
+ * even, all in float32.
+ */
+function quantizeActivations(xs: number[], M: number, K: number): { codes: number[]; d: number[] } {
+  const codes: number[] = [], d: number[] = [];
+  for (let b = 0; b < (M * K) / 32; b++) {
+    const block = xs.slice(b * 32, b * 32 + 32);
+    const amax = Math.max(...block.map(Math.abs));
+    d.push(Math.fround(amax / 127));
+    const id = amax !== 0 ? Math.fround(127 / amax) : 0;
+    for (const v of block) codes.push(roundEven(Math.fround(v * id)));
+  }
+  return { codes, d };
+}
+
+/**
+ * linearQuantized against the product of int8 activation blocks and the weight codes: per block an
+ * exact integer sum times float32(d_w * d_a), summed in float64 (with TSORCH_CPU_INT8=off, the cpu
+ * kernels' float path: float32 activations times the dequantized weight).
+ */
+/** `lead`: the input's leading dims (default [M]); the output keeps them ([...lead, N]). */
+function linearQuantizedCase(name: string, bits: 4 | 8, M: number, N: number, K: number, rng: Rng, biasDtype: "float32" | "bfloat16" | null, lead = [M]): Case {
   const { bytes, codes } = randomCodes(bits, N, K, rng);
   const scales = Array.from({ length: (N * K) / 32 }, () => rng.uniform(0.001, 0.05));
-  const x = rng.tensor([M, K]);
+  const x = rng.tensor([...lead, K]);
   const bias = biasDtype ? rng.tensor([N], -1, 1, biasDtype) : null;
-  const xs = x.values as number[], bs = bias ? (bias.values as number[]) : null;
+  const bs = bias ? (bias.values as number[]) : null;
+  // TSORCH_CPU_INT8=off: the float path (activations kept float32): codes are the values, d = 1.
+  const floatPath = (globalThis as { process?: { env: Record<string, string | undefined> } }).process?.env.TSORCH_CPU_INT8 === "off";
+  const act = floatPath ? { codes: x.values as number[], d: new Array<number>((M * K) / 32).fill(1) } : quantizeActivations(x.values as number[], M, K);
   const values: number[] = [], mag: number[] = [];
   for (let m = 0; m < M; m++) for (let n = 0; n < N; n++) {
     let s = bs ? bs[n] : 0, g = Math.abs(s);
-    for (let k = 0; k < K; k++) {
-      const p = xs[m * K + k] * codes[n * K + k] * scales[(n * K + k) >> 5];
-      s += p;
-      g += Math.abs(p);
+    for (let b = 0; b < K / 32; b++) {
+      let isum = 0, iabs = 0;
+      for (let j = 0; j < 32; j++) {
+        const p = act.codes[m * K + b * 32 + j] * codes[n * K + b * 32 + j];
+        isum += p;
+        iabs += Math.abs(p);
+      }
+      const d = floatPath ? scales[(n * K) / 32 + b] : Math.fround(scales[(n * K) / 32 + b] * act.d[(m * K) / 32 + b]);
+      s += isum * d;
+      g += iabs * d;
     }
     values.push(s);
     mag.push(g);
@@ -48,7 +87,7 @@ function linearQuantizedCase(name: string, bits: 4 | 8, M: number, N: number, K:
   return {
     op: "linearQuantized", name, kernel: "linearQuantized", inputs,
     run: ([a, q, s, b]: Tensor[]) => T.linearQuantized(a, q, s, bits, b ?? null),
-    expect: [floats("float32", [M, N], values, mag)],
+    expect: [floats("float32", [...lead, N], values, mag)],
     tol: ulps(4 + Math.ceil(Math.sqrt(K))),
   };
 }
@@ -82,8 +121,10 @@ export function blockQuantCases(): Case[] {
     },
     linearQuantizedCase("int8, 1 row (decode), K=64, float32 bias", 8, 1, 40, 64, rng, "float32"),
     linearQuantizedCase("int4, 3 rows, K=96, bfloat16 bias", 4, 3, 33, 96, rng, "bfloat16"),
-    linearQuantizedCase("int8, 20 rows (dequantize + GEMM), 70 outputs", 8, 20, 70, 64, rng, null),
-    linearQuantizedCase("int4, 9 rows (dequantize + GEMM), 130 outputs", 4, 9, 130, 32, rng, null),
+    linearQuantizedCase("int8, 20 rows (prefill), 70 outputs", 8, 20, 70, 64, rng, null),
+    linearQuantizedCase("int4, 9 rows (prefill), 130 outputs", 4, 9, 130, 32, rng, null),
     linearQuantizedCase("int4, 8 rows, K=256", 4, 8, 17, 256, rng, null),
+    linearQuantizedCase("int8, 6 rows, K=160 (odd block count)", 8, 6, 11, 160, rng, "float32"),
+    linearQuantizedCase("int8, [2, 3, K] input (leading dims kept)", 8, 6, 5, 64, rng, null, [2, 3]),
   ];
 }

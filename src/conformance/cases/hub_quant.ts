@@ -4,7 +4,6 @@
  * FP8 e4m3 with block scales (partial edge blocks, subnormal codes), against a float64 product with
  * the weight dequantized here from the same random codes.
  */
-import { linearQuantized } from "../../tensor/ops.js";
 import { linearFp8Block, linearPackedInt } from "../../tensor/quant_hub_ops.js";
 import type { Tensor } from "../../tensor/tensor.js";
 import { floats, input, Rng, ulps, type Case } from "../case.js";
@@ -94,22 +93,6 @@ function fp8Case(name: string, M: number, N: number, K: number, block: [number, 
   };
 }
 
-/** linearQuantized (q8_0) with a 3-D input: the output keeps the leading dims [B, L, N]. */
-function q8LeadingDimsCase(rng: Rng): Case {
-  const B = 2, L = 3, N = 5, K = 64;
-  const codes = Array.from({ length: N * K }, () => rng.int(-127, 128));
-  const scales = Array.from({ length: (N * K) / 32 }, () => rng.uniform(0.001, 0.05));
-  const x = rng.tensor([B, L, K]);
-  const { values, mag } = product(x, null, B * L, N, K, (n, k) => codes[n * K + k] * scales[(n * K + k) >> 5]);
-  return {
-    op: "linearQuantized", name: "int8, [2, 3, K] input (leading dims kept)", kernel: "linearQuantized",
-    inputs: [input(x), input(host("int32", [N, K / 4], words(codes.map((c) => c & 0xff)))), input(host("float32", [N, K / 32], scales))],
-    run: ([a, q, sc]: Tensor[]) => linearQuantized(a, q, sc, 8),
-    expect: [floats("float32", [B, L, N], values, mag)],
-    tol: ulps(4 + Math.ceil(Math.sqrt(K))),
-  };
-}
-
 export function hubQuantCases(): Case[] {
   const rng = new Rng(15);
   return [
@@ -139,6 +122,5 @@ export function hubQuantCases(): Case[] {
     fp8Case("fp8 [1 row, 40 x 64], blocks [16, 32] (partial edge block)", 1, 40, 64, [16, 32], rng, "float32"),
     fp8Case("fp8 [7 rows, 130 x 72], blocks [128, 128] (one block per column block)", 7, 130, 72, [128, 128], rng),
     fp8Case("fp8 [3 rows, 9 x 20], blocks [4, 8]", 3, 9, 20, [4, 8], rng),
-    q8LeadingDimsCase(rng),
   ];
 }

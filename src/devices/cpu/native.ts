@@ -70,6 +70,8 @@ export interface NativeCpu {
   numThreads(): number;
   /** CPU features the addon detected and dispatches on, e.g. "avx512f avx512bf16 fma avx2". */
   cpuFeatures(): string;
+  /** Bytes/s of each of `reps` streaming reads of a fresh `bytes` buffer over the thread pool (benchmarks). */
+  readBandwidth(bytes: number, reps: number): number[];
 
   /**
    * Strided copy with dtype conversion: for every index i of `shape`,

@@ -54,6 +54,24 @@ napi_value CpuFeatures(napi_env env, napi_callback_info info) {
   return v;
 }
 
+// readBandwidth(bytes, reps): bytes/s of each of `reps` streaming reads of a `bytes` buffer, split
+// over the thread pool (membw.cc; for benchmarks).
+napi_value ReadBandwidth(napi_env env, napi_callback_info info) {
+  Args args(env, info, "readBandwidth", 2);
+  const int64_t bytes = args.integer(0, "bytes", 64);
+  const int64_t reps = args.integer(1, "reps", 1, 1000);
+  if (args.failed()) return nullptr;
+  const std::vector<double> r = read_bandwidth(bytes, static_cast<int>(reps));
+  napi_value arr;
+  napi_create_array_with_length(env, r.size(), &arr);
+  for (size_t i = 0; i < r.size(); ++i) {
+    napi_value v;
+    napi_create_double(env, r[i], &v);
+    napi_set_element(env, arr, static_cast<uint32_t>(i), v);
+  }
+  return arr;
+}
+
 // adviseHugePages(buf): back the whole 2 MB pages inside buf with transparent huge pages.
 napi_value AdviseHugePages(napi_env env, napi_callback_info info) {
   Args args(env, info, "adviseHugePages", 1);
@@ -799,6 +817,7 @@ NAPI_MODULE_INIT() {
   const napi_property_descriptor props[] = {
       {"numThreads", nullptr, NumThreads, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
       {"cpuFeatures", nullptr, CpuFeatures, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
+      {"readBandwidth", nullptr, ReadBandwidth, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
       {"adviseHugePages", nullptr, AdviseHugePages, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
       {"muteStderr", nullptr, MuteStderr, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
       {"restoreStderr", nullptr, RestoreStderr, nullptr, nullptr, nullptr, napi_enumerable, nullptr},

@@ -1,6 +1,7 @@
 // CPU feature detection and the load-time choice of kernels (see cpu.h).
 #include "cpu.h"
 
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
@@ -11,10 +12,36 @@ namespace {
 struct Selection {
   std::string features;
   const GemmKernels* gemm;
+  const IntQuantKernels* int8;
+  const Bf16GemmKernels* bf16;
 };
 
+bool wants(const char* env, const char* name) {
+  const char* want = std::getenv(env);
+  return !want || std::strcmp(want, name) == 0;
+}
+
+// The integer quantized path: the best one the host supports within the GEMM's tier, or the one
+// TSORCH_CPU_INT8 names (avx512-vnni, avx-vnni, avx2, portable; "off": float activations).
+const IntQuantKernels* select_int8(const GemmKernels* gemm) {
+  const char* want = std::getenv("TSORCH_CPU_INT8");
+  if (want && std::strcmp(want, "off") == 0) return nullptr;
+  const IntQuantKernels* k = &int_quant_kernels_portable();
+#if defined(TSORCH_X86_KERNELS)
+  const bool x86 = std::strcmp(gemm->name, "portable") != 0;
+  if (x86 && wants("TSORCH_CPU_INT8", "avx2")) k = &int_quant_kernels_avx2();
+  if (x86 && __builtin_cpu_supports("avxvnni") && wants("TSORCH_CPU_INT8", "avx-vnni")) k = &int_quant_kernels_avxvnni();
+  if (std::strcmp(gemm->name, "avx512") == 0 && __builtin_cpu_supports("avx512vnni") &&
+      wants("TSORCH_CPU_INT8", "avx512-vnni"))
+    k = &int_quant_kernels_avx512vnni();
+#endif
+  if (want && std::strcmp(want, k->name) != 0)
+    std::fprintf(stderr, "tsorch: TSORCH_CPU_INT8=%s is not available here (kernels=%s); using %s\n", want, gemm->name, k->name);
+  return k;
+}
+
 Selection select() {
-  Selection s{"", &gemm_kernels_portable()};
+  Selection s{"", &gemm_kernels_portable(), nullptr, nullptr};
 #if defined(TSORCH_X86_KERNELS)
   __builtin_cpu_init();
   const bool avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
@@ -27,6 +54,7 @@ Selection select() {
       {"avx512vl", __builtin_cpu_supports("avx512vl") != 0},
       {"avx512bf16", __builtin_cpu_supports("avx512bf16") != 0},
       {"avx512vnni", __builtin_cpu_supports("avx512vnni") != 0},
+      {"avxvnni", __builtin_cpu_supports("avxvnni") != 0},
       {"avx2", __builtin_cpu_supports("avx2") != 0},
       {"fma", __builtin_cpu_supports("fma") != 0},
       {"f16c", __builtin_cpu_supports("f16c") != 0},
@@ -40,6 +68,17 @@ Selection select() {
   else if (avx2 && allow2) s.gemm = &gemm_kernels_avx2();
 #endif
   s.features += std::string("kernels=") + s.gemm->name;
+  s.int8 = select_int8(s.gemm);
+  s.features += std::string(" int8=") + (s.int8 ? s.int8->name : "off");
+#if defined(TSORCH_X86_KERNELS)
+  // Opt-in (TSORCH_CPU_BF16=avx512-bf16) until the tests comparing bfloat16 products across devices
+  // and kernels state bounds for the rounded activations.
+  const char* bf16_want = std::getenv("TSORCH_CPU_BF16");
+  if (std::strcmp(s.gemm->name, "avx512") == 0 && __builtin_cpu_supports("avx512bf16") &&
+      bf16_want && std::strcmp(bf16_want, "avx512-bf16") == 0)
+    s.bf16 = &gemm_kernels_avx512bf16();
+#endif
+  s.features += std::string(" bf16=") + (s.bf16 ? s.bf16->name : "f32");
   return s;
 }
 
@@ -53,5 +92,9 @@ const Selection& selection() {
 const GemmKernels& gemm_kernels() { return *selection().gemm; }
 
 const std::string& cpu_features() { return selection().features; }
+
+const IntQuantKernels* int_quant_kernels() { return selection().int8; }
+
+const Bf16GemmKernels* bf16_gemm_kernels() { return selection().bf16; }
 
 }  // namespace tsorch

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "gemm_kernels.h"
+#include "quant_kernels.h"
 
 namespace tsorch {
 
@@ -11,7 +12,12 @@ namespace tsorch {
 // portable. TSORCH_CPU_ISA=avx2|portable picks a lower tier (to test those paths).
 const GemmKernels& gemm_kernels();
 
-// Space-separated features detected, then "kernels=<tier>", e.g. "avx2 fma f16c kernels=avx2".
+// The integer path of quantized linears (null: float activations, TSORCH_CPU_INT8=off).
+const IntQuantKernels* int_quant_kernels();
+// The bfloat16 dot-product GEMM (AVX512-BF16 hosts; TSORCH_CPU_BF16=f32 turns it off), or null.
+const Bf16GemmKernels* bf16_gemm_kernels();
+// Space-separated features detected, then "kernels=<tier> int8=<path> bf16=<path>", e.g.
+// "avx2 fma f16c kernels=avx2 int8=avx2 bf16=f32".
 const std::string& cpu_features();
 
 }  // namespace tsorch

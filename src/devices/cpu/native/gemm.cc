@@ -30,6 +30,9 @@ float* thread_scratch(int slot, size_t n) {
 
 namespace {
 
+// Smallest M for which bfloat16 weights take the bf16 dot-product GEMM (where the host has one).
+constexpr int64_t kBf16MinM = 2;
+
 // Whether gemm_range runs a direct (unpacked) kernel for this M and B.
 bool direct(const GemmKernels& k, int64_t M, const BMatrix& B) {
   return M <= k.direct_max_m && (B.sk == 1 || (B.sn == 1 && B.dtype == kF32));
@@ -46,7 +49,10 @@ void gemm_range(const float* A, int64_t lda, int64_t M, int64_t K, const BMatrix
     return;
   }
   const GemmKernels& k = gemm_kernels();
-  if (direct(k, M, B) && B.sk == 1) {
+  const Bf16GemmKernels* bf = bf16_gemm_kernels();
+  if (bf && B.weights && B.dtype == kBF16 && B.sk == 1 && M >= kBf16MinM) {
+    bf->gemm_nt(A, lda, M, K, static_cast<const uint16_t*>(B.p), B.sn, bias, C, ldc, n0, n1);
+  } else if (direct(k, M, B) && B.sk == 1) {
     k.gemv_nt(A, lda, M, K, B.p, B.dtype, B.sn, bias, C, ldc, n0, n1);
   } else if (direct(k, M, B)) {
     k.gemv_nn(A, lda, M, K, static_cast<const float*>(B.p), B.sk, bias, C, ldc, n0, n1);

@@ -8,10 +8,13 @@
 namespace tsorch {
 
 // B(k, n) = p[k*sk + n*sn], of dtype float32, float16 or bfloat16.
+// weights: B is a layer's bfloat16 weight (linear), which may take the bf16 dot-product GEMM
+// (activations rounded to bfloat16, see gemm_kernels.h); attention's K/V never do.
 struct BMatrix {
   const void* p;
   int dtype;
   int64_t sk, sn;
+  bool weights = false;
 };
 
 // Single-threaded: for m < M and n0 <= n < n1,

@@ -40,4 +40,15 @@ const GemmKernels& gemm_kernels_avx2();
 const GemmKernels& gemm_kernels_avx512();
 #endif
 
+// A bfloat16 dot-product GEMM (gemm_avx512bf16.cc): B(k, n) = W[n*ldw + k], W bfloat16, and A
+// rounded to bfloat16 before the product (float32 sums). Single-threaded; uses thread_scratch(3).
+struct Bf16GemmKernels {
+  const char* name;  // "avx512-bf16"
+  void (*gemm_nt)(const float* A, int64_t lda, int64_t M, int64_t K, const uint16_t* W,
+                  int64_t ldw, const float* bias, float* C, int64_t ldc, int64_t n0, int64_t n1);
+};
+#if defined(TSORCH_X86_KERNELS)
+const Bf16GemmKernels& gemm_kernels_avx512bf16();
+#endif
+
 }  // namespace tsorch

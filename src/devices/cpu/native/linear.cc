@@ -17,7 +17,7 @@ void linear(const float* x, const void* w, int w_dtype, const void* bias, int bi
     for (int64_t n = 0; n < N; ++n) bias_f32[n] = load_float(bias, bias_dtype, n);
     b = bias_f32.data();
   }
-  gemm_parallel(x, K, M, K, BMatrix{w, w_dtype, 1, K}, b, out, N, N);
+  gemm_parallel(x, K, M, K, BMatrix{w, w_dtype, 1, K, true}, b, out, N, N);
 }
 
 }  // namespace tsorch

@@ -146,4 +146,7 @@ void linear_fp8_block(const float* x, const uint8_t* weight, const float* scale_
 void sort(const float* x, float* values, int64_t* indices, int64_t rows, int64_t n, bool descending);
 void topk(const float* x, float* values, int64_t* indices, int64_t rows, int64_t n, int64_t k);
 
+// Bytes per second of `reps` streaming reads of a buffer of `bytes` over the thread pool (membw.cc).
+std::vector<double> read_bandwidth(int64_t bytes, int reps);
+
 }  // namespace tsorch

@@ -80,6 +80,20 @@ void linear_quantized(const float* x, const uint8_t* q, const float* scales, int
     for (int64_t n = 0; n < N; ++n) bias_f32[n] = load_float(bias, bias_dtype, n);
   }
   const float* b = bias ? bias_f32.data() : nullptr;
+  if (const IntQuantKernels* ik = int_quant_kernels()) {
+    const int64_t arb = ik->act_row_bytes(K);
+    uint8_t* act = reinterpret_cast<uint8_t*>(thread_scratch(2, static_cast<size_t>((M * arb + 3) / 4)));
+    parallel_rows(M, static_cast<double>(K) * 8, [&](int64_t m) { ik->quantize_act(bits, x, K, m, m + 1, K, act); });
+    // Split N into chunks of 24 rows (a multiple of the kernels' tiles), several per thread.
+    const int64_t chunks = (N + 23) / 24;
+    ThreadPool& pool = ThreadPool::get();
+    const int64_t tasks = std::min(chunks, split_count(2.0 * M * N * K, 4 * pool.size()));
+    pool.parallel_for(tasks, [&](int64_t t) {
+      const int64_t n0 = std::min(N, chunks * t / tasks * 24), n1 = std::min(N, chunks * (t + 1) / tasks * 24);
+      ik->dot_rows(bits, act, M, K, q, scales, b, out, N, n0, n1);
+    });
+    return;
+  }
   const QuantKernels& k = quant_kernels();
   if (M <= kDotMaxM) {
     // Split N into chunks of 16 rows, several per thread (the machine is shared).

@@ -30,6 +30,30 @@ const QuantKernels& quant_kernels_avx2();
 const QuantKernels& quant_kernels_avx512();
 #endif
 
+// The integer path (quant_int_impl.h): rows of A quantized to int8 blocks of 32, dotted with the
+// weight codes in int32 (llama.cpp's q8_0 x q8_0 / q4_0 x q8_0).
+struct IntQuantKernels {
+  const char* name;  // "avx512-vnni", "avx-vnni", "avx2" or "portable"
+  // Bytes of one quantized activation row of K values.
+  int64_t (*act_row_bytes)(int64_t K);
+  // Rows m0 <= m < m1 of A [M, K] (row stride lda) -> act (row m at m * act_row_bytes(K)), laid
+  // out for weights of `bits` bits.
+  void (*quantize_act)(int bits, const float* A, int64_t lda, int64_t m0, int64_t m1, int64_t K,
+                       uint8_t* act);
+  // For m < M and n0 <= n < n1: C[m*ldc + n] = sum_k a(m, k) * W(n, k) (+ bias[n]), a the
+  // quantized activations. Single-threaded.
+  void (*dot_rows)(int bits, const uint8_t* act, int64_t M, int64_t K, const uint8_t* q,
+                   const float* scales, const float* bias, float* C, int64_t ldc, int64_t n0,
+                   int64_t n1);
+};
+
+const IntQuantKernels& int_quant_kernels_portable();
+#if defined(TSORCH_X86_KERNELS)
+const IntQuantKernels& int_quant_kernels_avx2();
+const IntQuantKernels& int_quant_kernels_avxvnni();
+const IntQuantKernels& int_quant_kernels_avx512vnni();
+#endif
+
 // Payload bytes of one row of K values.
 inline int64_t quant_row_bytes(int bits, int64_t K) { return bits == 8 ? K : K / 2; }
 

@@ -2,7 +2,9 @@
  * Linear layers with quantized weights, dequantized in the shader: one thread per output element
  * (m, n) decodes row n of W along k and accumulates x[m, k] * w[n, k] in float32 (fma). Weights:
  * - block-quantized (linearQuantized: llama.cpp's q8_0 / q4_0 with float32 scales, the layout
- *   KernelSignatures.quantizeBlocks writes);
+ *   KernelSignatures.quantizeBlocks writes). As on the cpu (and in llama.cpp), the activations are
+ *   quantized too, per row and block of 32 (d_a = max|x| / 127, codes rounded half to even): each
+ *   block's sum of code products is exact in float32 and scaled by d_w * d_a;
  * - GPTQ / AWQ packed integer codes with zero points, scales and g_idx (linearPackedInt);
  * - FP8 e4m3 bytes with one scale per block (linearFp8Block).
  * Every packed tensor is bound as words (array<u32>); views are read at their element offsets.
@@ -15,12 +17,19 @@ import { binding, entry, LIBRARY, loader } from "./wgsl.js";
 
 const WG = 64;
 
+/** The float loop: acc = sum_k x[m, k] * w(n, k), `decode` being w(n, k). */
+const floatLoop = (decode: string) => /* wgsl */ `
+  for (var k = 0u; k < K; k = k + 1u) {
+    acc = fma(bitcast<f32>(X[xb + k]), ${decode}, acc);
+  }`;
+
 /**
- * Run the shader whose `decode` is a WGSL expression of the weight w(n, k) (reading bindings 2..5
- * and params from index 8 on): y[m, n] = sum_k x[m, k] * w(n, k) + bias[n]. `operands` are bound at
- * 2.. in order; their element offsets are params 8.. in the same order, `extra` params follow.
+ * Run the shader whose `loop` (WGSL; floatLoop by default) accumulates row m of x times row n of
+ * the weight into `acc`, reading bindings 2..5 and params from index 8 on: y[m, n] = acc + bias[n].
+ * `operands` are bound at 2.. in order; their element offsets are params 8.. in the same order,
+ * `extra` params follow.
  */
-function quantLinear(key: string, decode: string, helpers: string, x: TensorView, operands: TensorView[],
+function quantLinear(key: string, loop: string, helpers: string, x: TensorView, operands: TensorView[],
                      bias: TensorView | null, out: TensorView, extra: number[]): void {
   const dev = deviceOf(out);
   // out may carry the input's leading dims ([..., N]); it holds M rows of N.
@@ -36,10 +45,7 @@ ${entry(WG)} {
   if (i >= M * N) { return; }
   let m = i / N; let n = i % N;
   let xb = pu(3u) + m * K;
-  var acc = 0.0;
-  for (var k = 0u; k < K; k = k + 1u) {
-    acc = fma(bitcast<f32>(X[xb + k]), ${decode}, acc);
-  }
+  var acc = 0.0;${loop}
   if (pu(5u) != 0u) { acc = acc + ld_bias(pu(6u) + n); }
   Y[pu(4u) + i] = acc;
 }`);
@@ -51,17 +57,26 @@ ${entry(WG)} {
 const BYTE = /* wgsl */ `fn byte_a(b: u32) -> u32 { return (A[pu(8u) + b / 4u] >> ((b & 3u) * 8u)) & 0xffu; }`;
 
 function linearQuantized(x: TensorView, q: TensorView, scales: TensorView, bits: 4 | 8, bias: TensorView | null, out: TensorView): void {
-  const decode = bits === 8
-    ? "f32(bitcast<i32>(byte_a(n * K + k) << 24u) >> 24u) * bitcast<f32>(B[pu(9u) + n * (K / 32u) + k / 32u])"
-    : "w4(n, k, K)";
+  const code = bits === 8 ? "f32(bitcast<i32>(byte_a(n * K + k) << 24u) >> 24u)" : "c4(n, k, K)";
   const helpers = `${BYTE}
-fn w4(n: u32, k: u32, K: u32) -> f32 {
+fn c4(n: u32, k: u32, K: u32) -> f32 {
   let j = k % 32u;
   let byte = byte_a(n * (K / 2u) + (k / 32u) * 16u + (j & 15u));
-  let code = select(byte >> 4u, byte & 15u, j < 16u);
-  return f32(i32(code) - 8) * bitcast<f32>(B[pu(9u) + n * (K / 32u) + k / 32u]);
+  return f32(i32(select(byte >> 4u, byte & 15u, j < 16u)) - 8);
 }`;
-  quantLinear(`linearQuantized${bits}`, decode, helpers, x, [q, scales], bias, out, []);
+  const loop = /* wgsl */ `
+  for (var b = 0u; b < K / 32u; b = b + 1u) {
+    var amax = 0.0;
+    for (var j = 0u; j < 32u; j = j + 1u) { amax = max(amax, abs(bitcast<f32>(X[xb + b * 32u + j]))); }
+    let inv = select(0.0, 127.0 / amax, amax != 0.0);
+    var isum = 0.0;
+    for (var j = 0u; j < 32u; j = j + 1u) {
+      let k = b * 32u + j;
+      isum = isum + round(bitcast<f32>(X[xb + k]) * inv) * ${code};
+    }
+    acc = acc + isum * (bitcast<f32>(B[pu(9u) + n * (K / 32u) + b]) * (amax / 127.0));
+  }`;
+  quantLinear(`linearQuantized${bits}`, loop, helpers, x, [q, scales], bias, out, []);
 }
 
 function linearPackedInt(x: TensorView, qweight: TensorView, qzeros: TensorView, scales: TensorView, gIdx: TensorView,
@@ -81,7 +96,7 @@ fn wq(n: u32, k: u32, N: u32) -> f32 {
   let z = i32(${zero}) + ${zeroOffset};
   return f32(q - z) * bitcast<f32>(C[pu(10u) + g * N + n]);
 }`;
-  quantLinear(`linearPackedInt:${awq ? "awq" : "gptq"}${bits}:${zeroOffset}`, "wq(n, k, N)", helpers, x, [qweight, qzeros, scales, gIdx], bias, out, []);
+  quantLinear(`linearPackedInt:${awq ? "awq" : "gptq"}${bits}:${zeroOffset}`, floatLoop("wq(n, k, N)"), helpers, x, [qweight, qzeros, scales, gIdx], bias, out, []);
 }
 
 function linearFp8Block(x: TensorView, weight: TensorView, scaleInv: TensorView, blockN: number, blockK: number,
@@ -99,7 +114,7 @@ fn wf(n: u32, k: u32, K: u32) -> f32 {
   let sk = (K + pu(11u) - 1u) / pu(11u);
   return e4m3(byte_a(n * K + k)) * bitcast<f32>(B[pu(9u) + (n / pu(10u)) * sk + k / pu(11u)]);
 }`;
-  quantLinear("linearFp8Block", "wf(n, k, K)", helpers, x, [weight, scaleInv], bias, out, [blockN, blockK]);
+  quantLinear("linearFp8Block", floatLoop("wf(n, k, K)"), helpers, x, [weight, scaleInv], bias, out, [blockN, blockK]);
 }
 
 export const quantLinearKernels: Pick<KernelSignatures, "linearQuantized" | "linearPackedInt" | "linearFp8Block"> = {

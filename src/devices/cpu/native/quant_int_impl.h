@@ -1,0 +1,185 @@
+// Integer dot products of block-quantized weights (q8_0 / q4_0, quant_kernels.h) with int8
+// activations, as llama.cpp's ggml_vec_dot_q8_0_q8_0 / q4_0_q8_0: each row of A is quantized to
+// blocks of 32 (d = max|x| / 127, codes = x / d rounded to nearest, ties to even), and
+//   C[m, n] = sum over blocks g of d_w(n, g) * d_a(m, g) * sum_j w_code * a_code   (+ bias[n])
+// with the inner sum exact in int32. Written once against an integer-vector traits class IV:
+//   IntAvx512Vnni  64 bytes (2 blocks) per vector, vpdpbusd zmm    (quant_avx512vnni.cc)
+//   IntAvxVnni     32 bytes (1 block),               vpdpbusd ymm    (quant_avxvnni.cc)
+//   IntAvx2        32 bytes, vpmaddubsw + vpmaddwd (sign trick)     (quant_avx2.cc)
+//   IntPortable    32 bytes, scalar                                 (quant_portable.cc)
+// vpdpbusd multiplies unsigned by signed bytes: weights enter as unsigned (q8: code + 128,
+// q4: the stored nibble = code + 8) and the offset times the activations' sum is subtracted through
+// the accumulator's start value (corr, computed once per activation row).
+//
+// Activation row layout (act_row_bytes(Kp), Kp = K rounded up to IV::B): int8 codes [Kp] (in the
+// order the weight vectors decode to, zero padded), int32 corr [Kp / 4], float scale per int32 lane
+// [Kp / 4] (the activation block's d repeated).
+//
+// Internal linkage and no standard-library templates (see gemm_impl.h).
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+
+#include "quant_kernels.h"
+
+namespace tsorch {
+namespace {
+
+inline int64_t act_row_bytes_of(int64_t Kp) { return 3 * Kp; }
+
+// Quantize one block of 32 floats to int8 codes (ties to even, as the vector conversions round).
+template <class IV>
+void quantize_act_block(const float* x, int8_t* q, float* d) {
+  float amax = 0.f;
+  for (int i = 0; i < 32; ++i) amax = fmaxf(amax, fabsf(x[i]));
+  *d = amax / 127.f;
+  const float id = amax != 0.f ? 127.f / amax : 0.f;
+  IV::round_codes(x, id, q);
+}
+
+// Rows [0, M) of A [M, K] (lda) -> the activation layout of IV at act (row stride 3 * Kp).
+template <class IV>
+void quantize_act_rows(int bits, const float* A, int64_t lda, int64_t m0, int64_t m1, int64_t K,
+                       uint8_t* act) {
+  const int64_t Kp = (K + IV::B - 1) / IV::B * IV::B;
+  for (int64_t m = m0; m < m1; ++m) {
+    uint8_t* row = act + m * act_row_bytes_of(Kp);
+    int8_t* codes = reinterpret_cast<int8_t*>(row);
+    int32_t* corr = reinterpret_cast<int32_t*>(row + Kp);
+    float* dl = reinterpret_cast<float*>(row + 2 * Kp);
+    for (int64_t c = 0; c < Kp; c += IV::B) {
+      int8_t nat[IV::B];
+      float d[IV::B / 32];
+      for (int b = 0; b < IV::B / 32; ++b) {
+        const int64_t k = c + b * 32;
+        if (k < K) {
+          quantize_act_block<IV>(A + m * lda + k, nat + b * 32, d + b);
+        } else {
+          for (int i = 0; i < 32; ++i) nat[b * 32 + i] = 0;
+          d[b] = 0.f;
+        }
+      }
+      // Place the 16-byte segments where the weight decode puts them; lane scales follow.
+      for (int s = 0; s < IV::B / 16; ++s) {
+        const int src = IV::segment(bits, s);
+        std::memcpy(codes + c + s * 16, nat + src, 16);
+        for (int l = 0; l < 4; ++l) dl[(c + s * 16) / 4 + l] = d[src / 32];
+      }
+    }
+    IV::corr(bits, codes, corr, Kp);
+  }
+}
+
+// One vector step of a tile: all B / 32 blocks (TAIL false) or only the first (the row's last,
+// odd block on 64-byte vectors).
+template <class IV, int MM, int R, bool TAIL>
+inline __attribute__((always_inline)) void idot_step(int bits, const uint8_t* act, int64_t stride,
+                                                     int64_t Kp, const uint8_t* const* qr,
+                                                     const float* const* sr, int64_t v,
+                                                     typename IV::vf (&acc)[MM][R]) {
+  using vb = typename IV::vb;
+  using vf = typename IV::vf;
+  constexpr int BPV = IV::B / 32;
+  const int64_t vbytes = bits == 8 ? IV::B : IV::B / 2;  // weight bytes per vector
+  vb w[R];
+  vf ws[R];
+  _Pragma("GCC unroll 16")
+  for (int r = 0; r < R; ++r) {
+    w[r] = TAIL ? IV::wload_tail(bits, qr[r] + v * vbytes) : IV::wload(bits, qr[r] + v * vbytes);
+    ws[r] = TAIL ? IV::wscale_tail(bits, sr[r] + v * BPV) : IV::wscale(bits, sr[r] + v * BPV);
+  }
+  _Pragma("GCC unroll 16")
+  for (int m = 0; m < MM; ++m) {
+    const uint8_t* a = act + m * stride;
+    const vb av = IV::aload(a + v * IV::B);
+    const int32_t* cp = reinterpret_cast<const int32_t*>(a + Kp) + v * IV::B / 4;
+    const vf dv = IV::fload(reinterpret_cast<const float*>(a + 2 * Kp) + v * IV::B / 4);
+    _Pragma("GCC unroll 16")
+    for (int r = 0; r < R; ++r)
+      acc[m][r] = IV::ffma(IV::cvt(IV::dot(IV::iload(cp), w[r], av)), IV::fmul(ws[r], dv), acc[m][r]);
+  }
+}
+
+// MM rows of activations against R rows of W from row n.
+template <class IV, int MM, int R>
+void idot_tile(int bits, const uint8_t* act, int64_t Kp, int64_t K, const uint8_t* q,
+               const float* scales, const float* bias, float* C, int64_t ldc, int64_t n) {
+  constexpr int BPV = IV::B / 32;
+  const int64_t nb = K / 32, row = quant_row_bytes(bits, K), stride = act_row_bytes_of(Kp);
+  const int64_t nfull = nb / BPV;
+  const uint8_t* qr[R];
+  const float* sr[R];
+  _Pragma("GCC unroll 16")
+  for (int r = 0; r < R; ++r) {
+    qr[r] = q + (n + r) * row;
+    sr[r] = scales + (n + r) * nb;
+  }
+  typename IV::vf acc[MM][R];
+  _Pragma("GCC unroll 16")
+  for (int m = 0; m < MM; ++m)
+    _Pragma("GCC unroll 16")
+    for (int r = 0; r < R; ++r) acc[m][r] = IV::fzero();
+  for (int64_t v = 0; v < nfull; ++v) idot_step<IV, MM, R, false>(bits, act, stride, Kp, qr, sr, v, acc);
+  if (nfull * BPV < nb) idot_step<IV, MM, R, true>(bits, act, stride, Kp, qr, sr, nfull, acc);
+  _Pragma("GCC unroll 16")
+  for (int m = 0; m < MM; ++m)
+    _Pragma("GCC unroll 16")
+    for (int r = 0; r < R; ++r)
+      C[m * ldc + n + r] = IV::hsum(acc[m][r]) + (bias ? bias[n + r] : 0.f);
+}
+
+template <class IV, int MM>
+void idot_rows_m(int bits, const uint8_t* act, int64_t Kp, int64_t K, const uint8_t* q,
+                 const float* scales, const float* bias, float* C, int64_t ldc, int64_t n0,
+                 int64_t n1) {
+  constexpr int R = MM == 1 ? 1 : MM == 2 ? 4 : 3;
+  int64_t n = n0;
+  for (; n + R <= n1; n += R) idot_tile<IV, MM, R>(bits, act, Kp, K, q, scales, bias, C, ldc, n);
+  for (; n < n1; ++n) idot_tile<IV, MM, 1>(bits, act, Kp, K, q, scales, bias, C, ldc, n);
+}
+
+// Rows [0, M) of quantized activations against rows [n0, n1) of W. Rows of W are taken a tile at
+// a time and run against every group of 4 activation rows while they are in cache.
+template <class IV>
+void idot_rows(int bits, const uint8_t* act, int64_t M, int64_t K, const uint8_t* q,
+               const float* scales, const float* bias, float* C, int64_t ldc, int64_t n0,
+               int64_t n1) {
+  const int64_t Kp = (K + IV::B - 1) / IV::B * IV::B, stride = act_row_bytes_of(Kp);
+  // Weight rows per pass: a few KB of W stay in L1 while every activation row streams past.
+  const int64_t step = M <= 4 ? n1 - n0 : 12;
+  for (int64_t s0 = n0; s0 < n1; s0 += step) {
+    const int64_t s1 = s0 + step < n1 ? s0 + step : n1;
+    for (int64_t m = 0; m < M; m += 4) {
+      const uint8_t* a = act + m * stride;
+      float* c = C + m * ldc;
+      switch (M - m) {
+        case 1: idot_rows_m<IV, 1>(bits, a, Kp, K, q, scales, bias, c, ldc, s0, s1); break;
+        case 2: idot_rows_m<IV, 2>(bits, a, Kp, K, q, scales, bias, c, ldc, s0, s1); break;
+        case 3: idot_rows_m<IV, 3>(bits, a, Kp, K, q, scales, bias, c, ldc, s0, s1); break;
+        default: idot_rows_m<IV, 4>(bits, a, Kp, K, q, scales, bias, c, ldc, s0, s1); break;
+      }
+    }
+  }
+}
+
+template <class IV>
+void quantize_act(int bits, const float* A, int64_t lda, int64_t m0, int64_t m1, int64_t K,
+                  uint8_t* act) {
+  quantize_act_rows<IV>(bits, A, lda, m0, m1, K, act);
+}
+
+template <class IV>
+int64_t act_row_bytes(int64_t K) {
+  return act_row_bytes_of((K + IV::B - 1) / IV::B * IV::B);
+}
+
+// The integer-path entries of a QuantKernels table for traits IV.
+template <class IV>
+IntQuantKernels make_int_kernels() {
+  return IntQuantKernels{IV::kName, act_row_bytes<IV>, quantize_act<IV>, idot_rows<IV>};
+}
+
+}  // namespace
+}  // namespace tsorch
