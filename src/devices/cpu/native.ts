@@ -272,6 +272,15 @@ export interface NativeCpu {
   /** Row-wise top-k (largest first, ties by lower index) of float32 [rows, n]; values float32 and
    * int64 indices, each [rows, k]. */
   topk(x: Buf, outValues: Buf, outIndices: Buf, rows: number, n: number, k: number): void;
+  /**
+   * A native graph of recorded calls (export `names[i]` with arguments `args[i]`: null, numbers,
+   * TypedArrays, arrays of numbers); `slotRefs` rows [node, arg, slot, byteStart, byteLength] mark
+   * the buffer arguments that view bytes of a graphRun slot. Throws TypeError naming the node and
+   * argument it cannot hold.
+   */
+  graphCreate(names: string[], args: unknown[][], slotRefs: number[][]): unknown;
+  /** Runs every node of `graph` in order, in this one call (`slots`: this replay's slot buffers). */
+  graphRun(graph: unknown, slots: Buf[]): void;
 }
 
 let cached: NativeCpu | undefined;
@@ -288,11 +297,12 @@ let recorder: NativeCpu | null = null;
 
 /**
  * Run `fn` with every addon call it makes through native() recorded instead of run: `record`
- * gets the addon function and its arguments (./graph.ts records a compiled graph this way).
+ * gets the addon function, its arguments and its export name (./graph.ts records a compiled graph
+ * this way).
  */
-export function recordNativeCalls(record: (fn: (...args: unknown[]) => unknown, args: unknown[]) => void, fn: () => void): void {
+export function recordNativeCalls(record: (fn: (...args: unknown[]) => unknown, args: unknown[], name: string) => void, fn: () => void): void {
   const addon = (cached ??= loadCpuAddon() as NativeCpu) as unknown as Record<string, (...args: unknown[]) => unknown>;
-  recorder = new Proxy({}, { get: (_t, name: string) => (...args: unknown[]) => record(addon[name], args) }) as NativeCpu;
+  recorder = new Proxy({}, { get: (_t, name: string) => (...args: unknown[]) => record(addon[name], args, name) }) as NativeCpu;
   try {
     fn();
   } finally {

@@ -14,6 +14,7 @@
 
 #include "cpu.h"
 #include "dtype.h"
+#include "graph.h"
 #include "mmap.h"
 #include "napi_args.h"
 #include "ops.h"
@@ -853,5 +854,11 @@ NAPI_MODULE_INIT() {
       {"upsampleNearest2d", nullptr, UpsampleNearest2dExport, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
   };
   napi_define_properties(env, exports, sizeof(props) / sizeof(props[0]), props);
+  register_graph_kernels(props, sizeof(props) / sizeof(props[0]));
+  const napi_property_descriptor graph_props[] = {
+      {"graphCreate", nullptr, graph_create, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
+      {"graphRun", nullptr, graph_run, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
+  };
+  napi_define_properties(env, exports, 2, graph_props);
   return exports;
 }

@@ -21,10 +21,22 @@ size_t typedarray_element_size(napi_typedarray_type t) {
   }
 }
 
+thread_local const std::vector<RecordedArg>* replaying = nullptr;
+
 }  // namespace
 
+ReplayScope::ReplayScope(const std::vector<RecordedArg>* args) : previous_(replaying) {
+  replaying = args;
+}
+
+ReplayScope::~ReplayScope() { replaying = previous_; }
+
 Args::Args(napi_env env, napi_callback_info info, const char* fn, size_t count)
-    : env_(env), fn_(fn) {
+    : env_(env), recorded_(replaying), fn_(fn) {
+  if (recorded_ != nullptr) {
+    check(recorded_->size() == count, true, "expects %zu arguments, got %zu", count, recorded_->size());
+    return;
+  }
   size_t argc = sizeof(argv_) / sizeof(argv_[0]);
   if (napi_get_cb_info(env, info, &argc, argv_, nullptr, nullptr) != napi_ok) {
     check(false, true, "could not read the arguments");
@@ -52,6 +64,16 @@ Buffer Args::buffer(size_t i, const char* name, bool nullable) {
   Buffer b;
   b.name = name;
   if (failed_) return b;
+  if (recorded_ != nullptr) {
+    const RecordedArg& r = (*recorded_)[i];
+    if (nullable && r.kind == RecordedArg::kNull) return b;
+    if (!check(r.kind == RecordedArg::kBuffer, true, "argument '%s' must be a TypedArray%s", name,
+               nullable ? " or null" : ""))
+      return b;
+    b.data = r.buffer.data;
+    b.bytes = r.buffer.bytes;
+    return b;
+  }
   napi_valuetype t;
   napi_typeof(env_, argv_[i], &t);
   if (nullable && (t == napi_null || t == napi_undefined)) return b;
@@ -68,6 +90,11 @@ Buffer Args::buffer(size_t i, const char* name, bool nullable) {
 
 double Args::number(size_t i, const char* name) {
   if (failed_) return 0;
+  if (recorded_ != nullptr) {
+    const RecordedArg& r = (*recorded_)[i];
+    check(r.kind == RecordedArg::kNumber, true, "argument '%s' must be a number", name);
+    return r.number;
+  }
   napi_valuetype t;
   napi_typeof(env_, argv_[i], &t);
   if (!check(t == napi_number, true, "argument '%s' must be a number", name)) return 0;
@@ -90,6 +117,25 @@ int64_t Args::integer(size_t i, const char* name, int64_t lo, int64_t hi) {
 std::vector<int64_t> Args::ints(size_t i, const char* name, int64_t len, int64_t lo) {
   std::vector<int64_t> out;
   if (failed_) return out;
+  if (recorded_ != nullptr) {
+    const RecordedArg& r = (*recorded_)[i];
+    if (!check(r.kind == RecordedArg::kNumbers, true, "argument '%s' must be an array of integers", name))
+      return out;
+    const size_t n = r.numbers.size();
+    if (!check(len < 0 || n == static_cast<size_t>(len), false,
+               "argument '%s' must have %lld entries, got %zu", name, static_cast<long long>(len), n))
+      return out;
+    for (size_t k = 0; k < n; ++k) {
+      const double d = r.numbers[k];
+      const bool ok = std::floor(d) == d && std::fabs(d) <= 9007199254740992.0;
+      if (!check(ok, false, "argument '%s'[%zu] must be an integer", name, k)) return out;
+      if (!check(d >= static_cast<double>(lo), false, "argument '%s'[%zu] = %.0f must be >= %lld",
+                 name, k, d, static_cast<long long>(lo)))
+        return out;
+      out.push_back(static_cast<int64_t>(d));
+    }
+    return out;
+  }
   bool is_array = false;
   napi_is_array(env_, argv_[i], &is_array);
   if (!check(is_array, true, "argument '%s' must be an array of integers", name)) return out;

@@ -19,8 +19,19 @@ struct Buffer {
   const char* name = "";
 };
 
+// One argument of a call recorded into a native graph (graph.cc), read once when the graph is
+// built: null / undefined, a TypedArray's bytes, a number, or an array of numbers.
+struct RecordedArg {
+  enum Kind { kNull, kBuffer, kNumber, kNumbers } kind = kNull;
+  Buffer buffer;
+  double number = 0;
+  std::vector<double> numbers;
+};
+
 class Args {
  public:
+  // Reads the JS arguments of `info`; while a native graph replays a node (ReplayScope), it reads
+  // that node's recorded arguments instead, with the same checks.
   Args(napi_env env, napi_callback_info info, const char* fn, size_t count);
 
   bool failed() const { return failed_; }
@@ -50,8 +61,22 @@ class Args {
  private:
   napi_env env_;
   napi_value argv_[24];
+  const std::vector<RecordedArg>* recorded_ = nullptr;
   const char* fn_;
   bool failed_ = false;
+};
+
+// While alive, every Args constructed on this thread reads `args` instead of its callback info:
+// graph.cc runs an export with a node's recorded arguments this way, without any JS call.
+class ReplayScope {
+ public:
+  explicit ReplayScope(const std::vector<RecordedArg>* args);
+  ~ReplayScope();
+  ReplayScope(const ReplayScope&) = delete;
+  ReplayScope& operator=(const ReplayScope&) = delete;
+
+ private:
+  const std::vector<RecordedArg>* previous_;
 };
 
 }  // namespace tsorch
