@@ -160,7 +160,7 @@ async function modelBench(dir: string, device: string, dtype = "auto") {
 
 if (values.pipeline) {
   const { parseSizes, pipelineBench } = await import("./diffusion.js");
-  const opts = { steps: values.steps ? Number(values.steps) : undefined, sizes: values.sizes ? parseSizes(values.sizes) : undefined, peerPython: values["peer-python"] };
+  const opts = { steps: values.steps ? Number(values.steps) : undefined, sizes: values.sizes ? parseSizes(values.sizes) : undefined, peerPython: values["peer-python"], compile: values.compile };
   console.log(JSON.stringify({ device: values.device, threads, pipeline_dir: path.resolve(values.pipeline), ...(await pipelineBench(values.pipeline, values.device, threads, opts)) }, null, 2));
   process.exit(0);
 }

@@ -79,6 +79,7 @@ test("bad flags: one-line errors naming the flag, exit 2, before the model is lo
     [["--max-new-tokens", "many"], /--max-new-tokens expects an integer, got 'many'/],
     [["--max-length", "-5"], /--max-length must be a positive integer, got -5/],
     [["--do-sample", "--top-p", "-0.5"], /--top-p must be a number in \[0, 1\]/],
+    [["--do-sample", "--top-p", "2"], /--top-p must be a number in \[0, 1\]/],
     [["--do-sample", "--temperature", "0"], /--temperature must be a strictly positive number/],
     [["--do-sample", "--top-k", "-3"], /--top-k must be a non-negative integer/],
     [["--do-sample", "--min-p", "1.5"], /--min-p must be a number in \[0, 1\]/],

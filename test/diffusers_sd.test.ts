@@ -15,7 +15,7 @@ import { test } from "node:test";
 import { promisify } from "node:util";
 import { PNG } from "pngjs";
 import {
-  CLIPTextModel, DDIMScheduler, DiffusionPipeline, EulerDiscreteScheduler, PipelineImage, PreTrainedTokenizer, StableDiffusionPipeline,
+  FlowMatchEulerDiscreteScheduler, CLIPTextModel, DDIMScheduler, DiffusionPipeline, EulerDiscreteScheduler, PipelineImage, PreTrainedTokenizer, StableDiffusionPipeline,
   schedulerFromConfig, type SchedulerMixin,
 } from "../src/diffusers/index.js";
 import { openDevice } from "../src/devices/registry.js";
@@ -269,6 +269,12 @@ test("diffusers errors: missing component folder or weights, unsupported pipelin
   await assert.rejects(pipe.call({ prompt: "x", height: 32, width: 32, numInferenceSteps: 1, latents: tensor(new Float32Array(16), { shape: [1, 4, 2, 2] }) }),
     /latents must have shape \[1,4,16,16\], got \[1,4,2,2\]/);
   await assert.rejects(pipe.call({ prompt: "x", numInferenceSteps: 0 }), /numInferenceSteps must be an integer in \[1, 1000\]/);
+  // Nothing a call would silently ignore: unknown options (naming the closest), outputTypes, a flow-matching scheduler.
+  await assert.rejects(pipe.call({ prompt: "x", num_inference_steps: 1 } as never), /StableDiffusionPipeline: unknown option 'num_inference_steps'; did you mean 'numInferenceSteps'\?/);
+  await assert.rejects(pipe.call({ prompt: "x", maxSequenceLength: 32 } as never), /StableDiffusionPipeline: unknown option 'maxSequenceLength'/);
+  await assert.rejects(pipe.call({ prompt: "x", outputType: "pill" } as never), /outputType must be one of pil, np, latent, got "pill"/);
+  pipe.scheduler = FlowMatchEulerDiscreteScheduler.fromConfig({});
+  await assert.rejects(pipe.call({ prompt: "x", numInferenceSteps: 1 }), /StableDiffusionPipeline needs a noise-prediction scheduler .*, got FlowMatchEulerDiscreteScheduler/);
 });
 
 test("tsorch diffuse: the PNG from a case's latents is within one level of diffusers' PNG; bad flags are usage errors", async (t) => {

@@ -15,6 +15,7 @@ import { compile } from "../compile/index.js";
 import { Module } from "../nn/module.js";
 import { isFloating, parseDType, type DType } from "../tensor/dtype.js";
 import type { Tensor } from "../tensor/tensor.js";
+import { closestName } from "../transformers/generation/configuration_utils.js";
 import type { PipelineImage } from "./image_processor.js";
 import type { SchedulerMixin } from "./schedulers/scheduling_utils.js";
 
@@ -103,6 +104,27 @@ export interface DiffusionCallOptions {
   callbackOnStepEnd?: (step: number, timestep: number, latents: Tensor) => void | Promise<void>;
   /** "pil" (default): 8-bit images; "np": Tensor [B, H, W, 3] in [0, 1]; "latent": the final latents. */
   outputType?: "pil" | "np" | "latent";
+}
+
+const CALL_OPTIONS = ["prompt", "height", "width", "numInferenceSteps", "guidanceScale", "seed", "latents", "callbackOnStepEnd", "outputType"];
+const OUTPUT_TYPES = ["pil", "np", "latent"];
+
+/**
+ * Refuse what a pipeline call would otherwise ignore: an option `pipeline` does not take (naming the
+ * closest valid one, e.g. `num_inference_steps` → `numInferenceSteps`; `extra`: the pipeline's own
+ * options) or an unknown outputType. Throws TypeError.
+ */
+export function checkCallOptions(pipeline: string, o: object, extra: readonly string[]): void {
+  const valid = [...CALL_OPTIONS, ...extra];
+  for (const [key, value] of Object.entries(o)) {
+    if (value === undefined) continue;
+    if (!valid.includes(key)) {
+      const near = closestName(key, valid);
+      throw new TypeError(`${pipeline}: unknown option '${key}'; ${near ? `did you mean '${near}'?` : `valid options: ${valid.join(", ")}`}`);
+    }
+  }
+  const t = (o as DiffusionCallOptions).outputType;
+  if (t !== undefined && !OUTPUT_TYPES.includes(t)) throw new TypeError(`${pipeline}: outputType must be one of ${OUTPUT_TYPES.join(", ")}, got ${JSON.stringify(t)}`);
 }
 
 /** What a pipeline call returns. */

@@ -23,7 +23,7 @@ import { denormalizeToNHWC, numpyToPil } from "../image_processor.js";
 import type { AutoencoderKL } from "../models/autoencoder_kl.js";
 import { timestepTensor } from "../models/embeddings.js";
 import { FluxTransformer2DModel } from "../models/transformer_flux.js";
-import { DiffusionPipeline, loadModelComponent, registerComponent, registerPipeline, type DiffusionCallOptions, type DiffusionOutput } from "../pipeline_utils.js";
+import { checkCallOptions, DiffusionPipeline, loadModelComponent, registerComponent, registerPipeline, type DiffusionCallOptions, type DiffusionOutput } from "../pipeline_utils.js";
 import { calculateShift, FlowMatchEulerDiscreteScheduler, linspace } from "../schedulers/scheduling_flow_match_euler_discrete.js";
 import { randn } from "../randn.js";
 
@@ -117,6 +117,7 @@ export class FluxPipeline extends DiffusionPipeline {
    * count or custom sigmas of the wrong length; Error when the scheduler is not flow-matching.
    */
   async call(o: FluxCallOptions): Promise<DiffusionOutput> {
+    checkCallOptions("FluxPipeline", o, ["prompt2", "sigmas", "maxSequenceLength"]);
     const name = "FluxPipeline";
     const s = this.vaeScaleFactor;
     const height = o.height ?? 128 * s, width = o.width ?? 128 * s;

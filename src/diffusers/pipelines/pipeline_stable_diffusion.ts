@@ -18,10 +18,11 @@ import { add, cat, mul, sub, tidy } from "../../tensor/index.js";
 import type { Tensor } from "../../tensor/tensor.js";
 import { denormalizeToNHWC, numpyToPil } from "../image_processor.js";
 import { randn } from "../randn.js";
+import { FlowMatchEulerDiscreteScheduler } from "../schedulers/scheduling_flow_match_euler_discrete.js";
 import type { AutoencoderKL } from "../models/autoencoder_kl.js";
 import { timestepTensor } from "../models/embeddings.js";
 import type { UNet2DConditionModel } from "../models/unet_2d_condition.js";
-import { DiffusionPipeline, registerPipeline, type DiffusionCallOptions, type DiffusionOutput } from "../pipeline_utils.js";
+import { checkCallOptions, DiffusionPipeline, registerPipeline, type DiffusionCallOptions, type DiffusionOutput } from "../pipeline_utils.js";
 
 /** Arguments of {@link StableDiffusionPipeline.call}: the common ones, SD's defaults, and a negative prompt. */
 export interface StableDiffusionCallOptions extends DiffusionCallOptions {
@@ -64,6 +65,7 @@ export class StableDiffusionPipeline extends DiffusionPipeline {
    * or a bad step count.
    */
   async call(o: StableDiffusionCallOptions): Promise<DiffusionOutput> {
+    checkCallOptions("StableDiffusionPipeline", o, ["negativePrompt"]);
     const s = this.vaeScaleFactor;
     const height = o.height ?? this.unet.sampleSize * s, width = o.width ?? this.unet.sampleSize * s;
     for (const [name, v] of [["height", height], ["width", width]] as const) {
@@ -84,6 +86,10 @@ export class StableDiffusionPipeline extends DiffusionPipeline {
     if (o.latents && o.latents.device !== device) throw new RangeError(`StableDiffusionPipeline: latents are on ${o.latents.device.name}, the pipeline on ${device.name}`);
 
     const scheduler = this.scheduler;
+    // The UNet predicts noise (epsilon / v): a flow-matching schedule would give a silent wrong image.
+    if (scheduler instanceof FlowMatchEulerDiscreteScheduler) {
+      throw new Error("StableDiffusionPipeline needs a noise-prediction scheduler (DDIMScheduler, EulerDiscreteScheduler), got FlowMatchEulerDiscreteScheduler");
+    }
     scheduler.setTimesteps(steps);
     const context = tidy(() => {
       const cond = this.encodePrompt(prompts);

@@ -112,7 +112,7 @@ const SPECS: Record<keyof GenerationOptions, Spec> = {
   doSample: { gc: "do_sample", check: bool },
   temperature: { gc: "temperature", sampling: true, check: (v) => (isNum(v) && v > 0 ? undefined : "must be a strictly positive number when sampling (for greedy decoding, do not sample)") },
   topK: { gc: "top_k", sampling: true, check: (v) => (isInt(v) && v >= 0 ? undefined : "must be a non-negative integer (0 = off)") },
-  topP: { gc: "top_p", sampling: true, check: (v) => (isNum(v) && v >= 0 ? undefined : "must be a number in [0, 1] (1 = off)") },
+  topP: { gc: "top_p", sampling: true, check: (v) => (isNum(v) && v >= 0 && v <= 1 ? undefined : "must be a number in [0, 1] (1 = off)") },
   minP: { gc: "min_p", sampling: true, check: (v) => (isNum(v) && v >= 0 && v <= 1 ? undefined : "must be a number in [0, 1]") },
   repetitionPenalty: { gc: "repetition_penalty", check: (v) => (isNum(v) && v > 0 ? undefined : "must be a strictly positive number") },
   eosTokenId: { gc: "eos_token_id", check: (v) => (Array.isArray(v) ? v.map(tokenId).find(Boolean) : tokenId(v)) && "must be a token id or a list of token ids" },
