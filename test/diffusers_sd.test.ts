@@ -292,6 +292,8 @@ test("tsorch diffuse: the PNG from a case's latents is within one level of diffu
     assertPngClose(out, path.join(SD, c.image_png));
     await assert.rejects(run(process.execPath, [CLI, "diffuse", "--model", SD, "--prompt", "x", "--scheduler", "pndm", "--output", out]),
       (e: { code: number; stderr: string }) => e.code === 2 && /--scheduler must be one of ddim, euler, flow-match-euler, got 'pndm'/.test(e.stderr));
+    await assert.rejects(run(process.execPath, [CLI, "diffuse", "--model", SD, "--prompt", "x", "--output", path.join(dir, "no-such-folder", "x.png")]),
+      (e: { code: number; stderr: string }) => e.code === 2 && /--output: no such folder: .*no-such-folder/.test(e.stderr));
     await assert.rejects(run(process.execPath, [CLI, "diffuse", "--model", SD, "--prompt", "x", "--height", "20", "--output", out]),
       (e: { code: number; stderr: string }) => e.code === 1 && /height must be a positive multiple of 8, got 20/.test(e.stderr));
   } finally {

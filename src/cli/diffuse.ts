@@ -2,6 +2,8 @@
  * `tsorch diffuse`: load a diffusers pipeline (folder or Hub id), generate one image from a prompt
  * with a progress bar over the denoising steps on stderr, and write it as a PNG.
  */
+import { existsSync } from "node:fs";
+import { dirname, resolve } from "node:path";
 import cliProgress from "cli-progress";
 import { deviceTypes } from "../devices/registry.js";
 import { DiffusionPipeline, schedulerClass, type DiffusionCallOptions, type PipelineImage } from "../diffusers/index.js";
@@ -49,6 +51,7 @@ export async function diffuseCommand(argv: string[]): Promise<void> {
   if (!deviceTypes().includes(device.split(":")[0])) throw new UsageError(`--device: unknown device '${device}'; available: ${deviceTypes().join(", ")}`);
   const output = v.output as string;
   if (!output.toLowerCase().endsWith(".png")) throw new UsageError(`--output must name a .png file, got '${output}'`);
+  if (!existsSync(dirname(resolve(output)))) throw new UsageError(`--output: no such folder: ${dirname(resolve(output))}`);
   const opts: DiffusionCallOptions & { negativePrompt?: string; maxSequenceLength?: number } = {
     prompt: v.prompt as string,
     height: numberFlag(v, "height", true), width: numberFlag(v, "width", true),
