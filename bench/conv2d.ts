@@ -14,6 +14,7 @@ import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
 import { native } from "../src/devices/cpu/native.js";
 import * as torch from "../src/index.js";
+import { bestMs as bestMsOver, type Ms } from "./timing.js";
 
 /** [N, C, H, W, O, kernel, stride, padding] and what it is in SD 1.5. */
 const SHAPES: [string, number[]][] = [
@@ -36,31 +37,10 @@ function rand(n: number): Float32Array {
   return a;
 }
 
-/** Milliseconds per call: the best wall time over `windows` windows of at least `minMs` each, and
- * the least process CPU time (all threads together) per call over the same windows (on a loaded
- * machine the wall time also measures the other load; CPU time much less). */
-function bestMs(fn: () => void, windows = 5, minMs = 150): { wall: number; cpu: number } {
-  fn();
-  fn();
-  let wall = Infinity, cpu = Infinity;
-  for (let w = 0; w < windows; w++) {
-    const t0 = performance.now(), c0 = process.cpuUsage();
-    let n = 0, t = 0;
-    do {
-      fn();
-      n++;
-      t = performance.now() - t0;
-    } while (t < minMs);
-    const c = process.cpuUsage(c0);
-    wall = Math.min(wall, t / n);
-    cpu = Math.min(cpu, (c.user + c.system) / 1e3 / n);
-  }
-  return { wall, cpu };
-}
+const bestMs = (fn: () => void) => bestMsOver(fn, 5, 150);
 
 const threads = native().numThreads();
 console.log(`cpu: ${native().cpuFeatures()}, ${threads} threads`);
-type Ms = { wall: number; cpu: number };
 const rows: { name: string; gflop: number; f32: Ms; bf16: Ms }[] = [];
 for (const [name, [N, C, H, W, O, k, stride, padding]] of SHAPES) {
   const x = torch.tensor(rand(N * C * H * W), { shape: [N, C, H, W] });

@@ -6,31 +6,14 @@ the windows and the least process CPU time (all threads) per call, as the bench 
 """
 import json
 import sys
-import time
 
 import torch
 import torch.nn.functional as F
 
+from peer_timing import best_ms
+
 spec = json.loads(sys.argv[1])
 torch.set_num_threads(spec["threads"])
-
-
-def best_ms(fn, windows=5, min_ms=150):
-    fn()
-    fn()
-    wall = cpu = float("inf")
-    for _ in range(windows):
-        t0, c0 = time.perf_counter(), time.process_time()
-        n = 0
-        while True:
-            fn()
-            n += 1
-            t = (time.perf_counter() - t0) * 1e3
-            if t >= min_ms:
-                break
-        wall = min(wall, t / n)
-        cpu = min(cpu, (time.process_time() - c0) * 1e3 / n)
-    return {"wall": wall, "cpu": cpu}
 
 
 out = []
@@ -39,5 +22,5 @@ with torch.inference_mode():
         x = torch.randn(N, C, H, W)
         w = torch.randn(O, C, k, k)
         b = torch.randn(O)
-        out.append(best_ms(lambda: F.conv2d(x, w, b, stride=stride, padding=padding)))
+        out.append(best_ms(lambda: F.conv2d(x, w, b, stride=stride, padding=padding), 5, 150))
 print(json.dumps(out))

@@ -15,6 +15,7 @@ import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
 import { native } from "../src/devices/cpu/native.js";
 import * as torch from "../src/index.js";
+import { bestMs as bestMsOver, type Ms } from "./timing.js";
 
 /** [B, Hq, Hkv, Lq, Lk, D, causal (0/1)] and what it is. */
 const SHAPES: [string, number[]][] = [
@@ -34,26 +35,7 @@ const SHAPES: [string, number[]][] = [
 const { values } = parseArgs({ options: { "peer-python": { type: "string" }, windows: { type: "string", default: "3" } } });
 const windows = Number(values.windows);
 
-type Ms = { wall: number; cpu: number };
-/** Milliseconds per call: the best wall time over the windows (each at least 100 ms) and the least
- * process CPU time (all threads together) per call (less sensitive to other load on the machine). */
-function bestMs(fn: () => void, minMs = 100): Ms {
-  fn();
-  let wall = Infinity, cpu = Infinity;
-  for (let w = 0; w < windows; w++) {
-    const t0 = performance.now(), c0 = process.cpuUsage();
-    let n = 0, t = 0;
-    do {
-      fn();
-      n++;
-      t = performance.now() - t0;
-    } while (t < minMs);
-    const c = process.cpuUsage(c0);
-    wall = Math.min(wall, t / n);
-    cpu = Math.min(cpu, (c.user + c.system) / 1e3 / n);
-  }
-  return { wall, cpu };
-}
+const bestMs = (fn: () => void): Ms => bestMsOver(fn, windows, 100);
 
 function rand(shape: number[]): torch.Tensor {
   const n = shape.reduce((a, b) => a * b, 1), a = new Float32Array(n);

@@ -7,30 +7,14 @@ the windows and the least process CPU time (all threads) per call, as the bench 
 """
 import json
 import sys
-import time
 
 import torch
 import torch.nn.functional as F
 
+from peer_timing import best_ms
+
 spec = json.loads(sys.argv[1])
 torch.set_num_threads(spec["threads"])
-
-
-def best_ms(fn, windows, min_ms=100):
-    fn()
-    wall = cpu = float("inf")
-    for _ in range(windows):
-        t0, c0 = time.perf_counter(), time.process_time()
-        n = 0
-        while True:
-            fn()
-            n += 1
-            t = (time.perf_counter() - t0) * 1e3
-            if t >= min_ms:
-                break
-        wall = min(wall, t / n)
-        cpu = min(cpu, (time.process_time() - c0) * 1e3 / n)
-    return {"wall": wall, "cpu": cpu}
 
 
 out = []
@@ -39,5 +23,5 @@ with torch.inference_mode():
         q = torch.randn(B, Hq, Lq, D)
         k = torch.randn(B, Hkv, Lk, D)
         v = torch.randn(B, Hkv, Lk, D)
-        out.append(best_ms(lambda: F.scaled_dot_product_attention(q, k, v, is_causal=bool(causal), enable_gqa=Hq != Hkv), spec["windows"]))
+        out.append(best_ms(lambda: F.scaled_dot_product_attention(q, k, v, is_causal=bool(causal), enable_gqa=Hq != Hkv), spec["windows"], 100))
 print(json.dumps(out))
