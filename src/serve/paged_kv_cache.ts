@@ -8,7 +8,7 @@
  * slots and attends through the block tables.
  */
 import type { Device } from "../devices/device.js";
-import type { CausalAttentionOptions, SelfAttendingCache } from "../nn/attention.js";
+import type { CausalAttentionOptions } from "../nn/attention.js";
 import { fromBytes } from "../tensor/creation.js";
 import { encode } from "../tensor/host.js";
 import { empty } from "../tensor/ops.js";
@@ -16,7 +16,7 @@ import { pagedAttention, pagedKVWrite } from "../tensor/paged_attention.js";
 import { keep } from "../tensor/scope.js";
 import type { Tensor } from "../tensor/tensor.js";
 import type { DType } from "../tensor/dtype.js";
-import { KVCache, LayerKVCache } from "../transformers/cache_utils.js";
+import { KVCache, SelfAttendingLayer } from "../transformers/cache_utils.js";
 import type { LinearAttentionState } from "../transformers/cache_linear_attention.js";
 
 /** Dtypes of the block pools. */
@@ -46,20 +46,6 @@ interface StepTensors {
   tables: Tensor;
 }
 
-class PagedLayer extends LayerKVCache implements SelfAttendingCache {
-  constructor(private readonly owner: PagedKVCache, private readonly layer: number) {
-    super("dynamic", 0);
-  }
-
-  override update(): never {
-    throw new Error("the paged KV cache attends through block tables; it cannot return contiguous keys");
-  }
-
-  attend(q: Tensor, k: Tensor, v: Tensor, o: CausalAttentionOptions): Tensor {
-    return this.owner.attend(this.layer, q, k, v, o);
-  }
-}
-
 export class PagedKVCache extends KVCache {
   private readonly kPools: Tensor[] = [];
   private readonly vPools: Tensor[] = [];
@@ -73,7 +59,7 @@ export class PagedKVCache extends KVCache {
   constructor(readonly shape: KVShape, readonly numBlocks: number, readonly blockSize: number, readonly device: Device, dtype: PoolDType = "float32") {
     super(0, "dynamic", 0, dtype);
     for (let i = 0; i < shape.numLayers; i++) {
-      this.layers.push(new PagedLayer(this, i));
+      this.layers.push(new SelfAttendingLayer(this, i, "dynamic", "the paged KV cache attends through block tables; it cannot return contiguous keys"));
       this.kPools.push(keep(empty([numBlocks, blockSize, shape.numKvHeads, shape.headDim], dtype, device)));
       this.vPools.push(keep(empty([numBlocks, blockSize, shape.numKvHeads, shape.headDim], dtype, device)));
     }

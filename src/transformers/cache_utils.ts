@@ -14,6 +14,7 @@ import { keep } from "../tensor/scope.js";
 import type { Tensor } from "../tensor/tensor.js";
 import type { DType } from "../tensor/dtype.js";
 import type { AttentionKVCache } from "../nn/kv_cache.js";
+import type { CausalAttentionOptions, SelfAttendingCache } from "../nn/attention.js";
 import { LinearAttentionState } from "./cache_linear_attention.js";
 
 export type CacheImplementation = "dynamic" | "static";
@@ -118,6 +119,26 @@ export class LayerKVCache implements AttentionKVCache {
     this.start = 0;
     this.end = keep;
     return { keys, values };
+  }
+}
+
+/**
+ * A layer of a cache that attends through its own kernel (nn/attention's SelfAttendingCache: the
+ * paged serving cache, the graph-ready static cache): attention goes to `owner.attend(layer, ...)`;
+ * `update()` (contiguous keys) throws `refusal`.
+ */
+export class SelfAttendingLayer extends LayerKVCache implements SelfAttendingCache {
+  constructor(private readonly owner: { attend(layer: number, q: Tensor, k: Tensor, v: Tensor, o: CausalAttentionOptions): Tensor },
+              private readonly layer: number, kind: CacheImplementation, private readonly refusal: string) {
+    super(kind, 0);
+  }
+
+  override update(): never {
+    throw new Error(this.refusal);
+  }
+
+  attend(q: Tensor, k: Tensor, v: Tensor, o: CausalAttentionOptions): Tensor {
+    return this.owner.attend(this.layer, q, k, v, o);
   }
 }
 

@@ -12,13 +12,13 @@
  * at positions beyond a query's own (a right-padded prompt's padding) are never attended.
  */
 import type { Device } from "../devices/device.js";
-import type { CausalAttentionOptions, SelfAttendingCache } from "../nn/attention.js";
+import type { CausalAttentionOptions } from "../nn/attention.js";
 import type { DType } from "../tensor/dtype.js";
 import { empty } from "../tensor/ops.js";
 import { pagedAttention, pagedKVWrite } from "../tensor/paged_attention.js";
 import { keep } from "../tensor/scope.js";
 import type { Tensor } from "../tensor/tensor.js";
-import { KVCache, LayerKVCache } from "./cache_utils.js";
+import { KVCache, SelfAttendingLayer } from "./cache_utils.js";
 import type { LinearAttentionState } from "./cache_linear_attention.js";
 
 /** The device tensors that place one forward's T = B * L tokens (all int32). */
@@ -39,20 +39,6 @@ export interface KVHeads {
   headDim: number;
 }
 
-class StaticLayer extends LayerKVCache implements SelfAttendingCache {
-  constructor(private readonly owner: StaticKVCache, private readonly layer: number) {
-    super("static", 0);
-  }
-
-  override update(): never {
-    throw new Error("the graph-ready static KV cache attends through its own kernel; this layer needs contiguous keys (not supported by compiled generation)");
-  }
-
-  attend(q: Tensor, k: Tensor, v: Tensor, o: CausalAttentionOptions): Tensor {
-    return this.owner.attend(this.layer, q, k, v, o);
-  }
-}
-
 export class StaticKVCache extends KVCache {
   private step: StaticStep | null = null;
 
@@ -62,7 +48,7 @@ export class StaticKVCache extends KVCache {
    */
   constructor(readonly pools: { keys: Tensor; values: Tensor }[], dtype: DType = "float32") {
     super(0, "static", 0, dtype);
-    pools.forEach((_, i) => this.layers.push(new StaticLayer(this, i)));
+    pools.forEach((_, i) => this.layers.push(new SelfAttendingLayer(this, i, "static", "the graph-ready static KV cache attends through its own kernel; this layer needs contiguous keys (not supported by compiled generation)")));
   }
 
   /** Zero-free buffers for B rows of `capacity` positions, one pair per layer of `heads`. */
