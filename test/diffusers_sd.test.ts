@@ -270,6 +270,7 @@ test("diffusers errors: missing component folder or weights, unsupported pipelin
     /latents must have shape \[1,4,16,16\], got \[1,4,2,2\]/);
   await assert.rejects(pipe.call({ prompt: "x", numInferenceSteps: 0 }), /numInferenceSteps must be an integer in \[1, 1000\]/);
   // Nothing a call would silently ignore: unknown options (naming the closest), outputTypes, a flow-matching scheduler.
+  await assert.rejects(DiffusionPipeline.fromPretrained(SD, { dtyp: "float16" } as never), /DiffusionPipeline.fromPretrained: unknown option 'dtyp'; did you mean 'dtype'\?/);
   await assert.rejects(pipe.call({ prompt: "x", num_inference_steps: 1 } as never), /StableDiffusionPipeline: unknown option 'num_inference_steps'; did you mean 'numInferenceSteps'\?/);
   await assert.rejects(pipe.call({ prompt: "x", maxSequenceLength: 32 } as never), /StableDiffusionPipeline: unknown option 'maxSequenceLength'/);
   await assert.rejects(pipe.call({ prompt: "x", outputType: "pill" } as never), /outputType must be one of pil, np, latent, got "pill"/);

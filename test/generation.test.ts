@@ -94,3 +94,9 @@ test("stories260K: repetition penalty and stop strings match transformers; sampl
   for await (const step of model.generateStream(prompt, { maxNewTokens: 6 })) flat.push(step);
   assert.deepEqual(flat, steps);
 });
+
+test("fromPretrained refuses an option it does not take, naming the closest", async (t) => {
+  const skip = missing(STORIES);
+  if (skip) return t.skip(skip);
+  await assert.rejects(AutoModelForCausalLM.fromPretrained(STORIES, { dtyp: "float16" } as never), /fromPretrained: unknown option 'dtyp'; did you mean 'dtype'\?/);
+});

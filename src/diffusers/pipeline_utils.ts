@@ -11,11 +11,12 @@ import type { Device } from "../devices/device.js";
 import { openDevice } from "../devices/registry.js";
 import { readJsonObject } from "../hub/config.js";
 import { loadCheckpoint, resolvePipeline, COMPONENT_WEIGHT_FILES, MODEL_INDEX_FILE, type JsonObject, type RawTensor, type ResolveOptions } from "../hub/index.js";
+import { SOURCE_OPTION_KEYS } from "../hub/source.js";
 import { compile } from "../compile/index.js";
 import { Module } from "../nn/module.js";
 import { isFloating, parseDType, type DType } from "../tensor/dtype.js";
 import type { Tensor } from "../tensor/tensor.js";
-import { closestName } from "../transformers/generation/configuration_utils.js";
+import { checkKnownOptions, closestName } from "../transformers/generation/configuration_utils.js";
 import type { PipelineImage } from "./image_processor.js";
 import type { SchedulerMixin } from "./schedulers/scheduling_utils.js";
 
@@ -208,6 +209,7 @@ export abstract class DiffusionPipeline {
    * config or weights (naming them); HubError when the id cannot be resolved.
    */
   static async fromPretrained<T extends DiffusionPipeline = DiffusionPipeline>(this: Function, dirOrId: string, opts: PipelineLoadOptions = {}): Promise<T> {
+    checkKnownOptions("DiffusionPipeline.fromPretrained", opts, ["device", "dtype", ...SOURCE_OPTION_KEYS]);
     const dtype = parseWeightDtype(opts.dtype);
     const device = await openDevice(opts.device ?? "cpu");
     const root = await resolvePipeline(dirOrId, opts);

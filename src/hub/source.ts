@@ -16,6 +16,9 @@ export interface DownloadProgress {
 }
 
 /** Options every source accepts; a source ignores those that do not apply to it. */
+/** The option keys a model or pipeline source reads (SourceOptions, and ResolveOptions on Node), for loaders that refuse unknown options. */
+export const SOURCE_OPTION_KEYS = ["revision", "cacheDir", "progress", "onProgress", "endpoint", "accessToken", "fetch"] as const;
+
 export interface SourceOptions {
   /** Branch, tag or commit hash on the Hub (default "main"). */
   revision?: string;

@@ -3,7 +3,8 @@
  * config.json, pick the architecture, load the safetensors weights onto the device.
  */
 import { openDevice } from "../devices/registry.js";
-import { loadConfigFrom, loadGenerationConfigFrom, modelSource, type SourceOptions } from "../hub/source.js";
+import { checkKnownOptions } from "./generation/configuration_utils.js";
+import { loadConfigFrom, loadGenerationConfigFrom, modelSource, SOURCE_OPTION_KEYS, type SourceOptions } from "../hub/source.js";
 import { isWeightQuantization, quantizeLinears } from "../nn/quantized.js";
 import { isFloating, parseDType, type DType } from "../tensor/dtype.js";
 import type { PreTrainedModel } from "./modeling_utils.js";
@@ -29,6 +30,7 @@ export class AutoModelForCausalLM {
    * config or checkpoint, missing/unexpected/mis-shaped weights.
    */
   static async fromPretrained(pathOrId: string, opts: FromPretrainedOptions = {}): Promise<PreTrainedModel> {
+    checkKnownOptions("fromPretrained", opts, ["device", "dtype", ...SOURCE_OPTION_KEYS]);
     const quantize = isWeightQuantization(opts.dtype) ? opts.dtype : null;
     const weightDtypes = "auto, float32, bfloat16, float16, int8, int4";
     let dtype: DType | undefined;

@@ -160,6 +160,18 @@ function editDistance(a: string, b: string): number {
   return prev[b.length];
 }
 
+/**
+ * Throw a TypeError naming the closest valid option when `o` has a key `what` does not take (e.g.
+ * `dtyp` for `dtype`): an option no loader reads would otherwise be ignored without a word.
+ */
+export function checkKnownOptions(what: string, o: object, valid: readonly string[]): void {
+  for (const key of Object.keys(o)) {
+    if (valid.includes(key)) continue;
+    const near = closestName(key, valid);
+    throw new TypeError(`${what}: unknown option '${key}'; ${near ? `did you mean '${near}'?` : `valid options: ${valid.join(", ")}`}`);
+  }
+}
+
 /** Throw naming the closest valid option when `o` has a key generate() does not know (e.g. `max_new_tokens`). */
 export function checkOptionNames(o: object): void {
   const valid = Object.keys(SPECS);
