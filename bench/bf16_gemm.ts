@@ -50,10 +50,10 @@ const peer: Ms[] | null = values["peer-python"]
   ? JSON.parse(execFileSync(values["peer-python"], [path.join(path.dirname(here), "../../bench/bf16_gemm_peer.py"), String(threads), JSON.stringify(SHAPES)], { encoding: "utf8" }).trim().split("\n").at(-1)!)
   : null;
 const path_ = nat.cpuFeatures().match(/bf16=\S+/)![0];
-console.log(`cpu: ${nat.cpuFeatures()}, ${threads} threads; GFLOPS from best wall time / least CPU time per thread`);
+console.log(`cpu: ${nat.cpuFeatures()}, ${threads} threads; GFLOPS from the best wall time / from the least process CPU time ÷ threads (as on idle cores; PyTorch's includes its threads' spinning)`);
 const g = (M: number, N: number, K: number, ms: number) => ((2 * M * N * K) / ms / 1e6).toFixed(0);
-const cell = (M: number, N: number, K: number, t: Ms) => `${g(M, N, K, t.wall)} / ${g(M, N, K, t.cpu / threads)}`.padEnd(14);
-console.log(`${"M x K -> N".padEnd(18)}${path_.padEnd(14)}${"bf16=f32".padEnd(14)}${peer ? "PyTorch bf16" : ""}`);
+const cell = (M: number, N: number, K: number, t: Ms) => `${g(M, N, K, t.wall)} / ${g(M, N, K, t.cpu / threads)}`.padEnd(18);
+console.log(`${"M x K -> N".padEnd(18)}${path_.padEnd(18)}${"bf16=f32".padEnd(18)}${peer ? "PyTorch bf16" : ""}`);
 SHAPES.forEach(([M, N, K], i) => {
   console.log(`${`${M} x ${K} -> ${N}`.padEnd(18)}${cell(M, N, K, mine[i])}${cell(M, N, K, f32[i])}${peer ? cell(M, N, K, peer[i]) : ""}`);
 });

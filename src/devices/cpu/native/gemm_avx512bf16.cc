@@ -190,22 +190,29 @@ void block_cols(const uint32_t* P, int64_t steps, int64_t mb, int64_t K, const u
   }
 }
 
-// Columns [n0, n1) of C from A packed by pack_a. Uses thread_scratch(0).
-void gemm_packed(const uint32_t* P, int64_t M, int64_t K, const uint16_t* W, int64_t ldw,
+// Columns [n0, n1) of C from A packed by pack_a, in panels of kPanel columns whose weights
+// (kPanel rows of W) stay in L2 while every block of rows of A passes over them. Uses
+// thread_scratch(0).
+void gemm_packed(const uint32_t* P0, int64_t M, int64_t K, const uint16_t* W, int64_t ldw,
                  const float* bias, float* C, int64_t ldc, int64_t n0, int64_t n1) {
+  constexpr int64_t kPanel = 96;  // a multiple of both column tiles (12, 24)
   if (n1 <= n0) return;
-  float* T = thread_scratch(0, static_cast<size_t>((n1 - n0) * kBlock));  // MV <= kBlock / 16
-  for (int64_t m0 = 0; m0 < M; m0 += kBlock) {
-    const int64_t mb = M - m0 < kBlock ? M - m0 : kBlock;
-    const BlockShape b = shape_of(mb, K);
-    float* c = C + m0 * ldc;
-    // Register tiles of NR * MV accumulators (24 of the 32 zmm).
-    if (b.s == 8) block_cols<8, 1, 24>(P, b.steps, mb, K, W, ldw, T, bias, c, ldc, n0, n1);
-    else if (b.s == 4) block_cols<4, 1, 24>(P, b.steps, mb, K, W, ldw, T, bias, c, ldc, n0, n1);
-    else if (b.s == 2) block_cols<2, 1, 24>(P, b.steps, mb, K, W, ldw, T, bias, c, ldc, n0, n1);
-    else if (b.mv == 1) block_cols<1, 1, 24>(P, b.steps, mb, K, W, ldw, T, bias, c, ldc, n0, n1);
-    else block_cols<1, 2, 12>(P, b.steps, mb, K, W, ldw, T, bias, c, ldc, n0, n1);
-    P += b.steps * b.mv * 16;
+  float* T = thread_scratch(0, static_cast<size_t>(kPanel * kBlock));  // MV <= kBlock / 16
+  for (int64_t p0 = n0; p0 < n1; p0 += kPanel) {
+    const int64_t p1 = p0 + kPanel < n1 ? p0 + kPanel : n1;
+    const uint32_t* P = P0;
+    for (int64_t m0 = 0; m0 < M; m0 += kBlock) {
+      const int64_t mb = M - m0 < kBlock ? M - m0 : kBlock;
+      const BlockShape b = shape_of(mb, K);
+      float* c = C + m0 * ldc;
+      // Register tiles of NR * MV accumulators (24 of the 32 zmm).
+      if (b.s == 8) block_cols<8, 1, 24>(P, b.steps, mb, K, W, ldw, T, bias, c, ldc, p0, p1);
+      else if (b.s == 4) block_cols<4, 1, 24>(P, b.steps, mb, K, W, ldw, T, bias, c, ldc, p0, p1);
+      else if (b.s == 2) block_cols<2, 1, 24>(P, b.steps, mb, K, W, ldw, T, bias, c, ldc, p0, p1);
+      else if (b.mv == 1) block_cols<1, 1, 24>(P, b.steps, mb, K, W, ldw, T, bias, c, ldc, p0, p1);
+      else block_cols<1, 2, 12>(P, b.steps, mb, K, W, ldw, T, bias, c, ldc, p0, p1);
+      P += b.steps * b.mv * 16;
+    }
   }
 }
 
