@@ -144,10 +144,18 @@ async function modelBench(dir: string, device: string, dtype = "auto") {
     prefills.push(PROMPT / ((performance.now() - t0) / 1000));
   }
   const prefill = median(prefills);
+  // The same prompt as generate's prefill computes it: logits of the last position only (lm_head on 1 row).
+  const prefillsLast: number[] = [];
+  for (let r = 0; r < 3; r++) {
+    const ids = randomIds(PROMPT, vocab, 3 + r), t0 = performance.now();
+    await model.forward({ inputIds: model.idsTensor([ids]), positionIds: [ids.map((_, i) => i)], attentionMask: null, cache: null, logitsToKeep: 1 }).data();
+    prefillsLast.push(PROMPT / ((performance.now() - t0) / 1000));
+  }
   const b1 = await decode(1);
   const b8 = await decode(8);
   return {
     prefill_tokens_per_s: prefill,
+    prefill_logits_to_keep_1_tokens_per_s: median(prefillsLast),
     decode_tokens_per_s_batch1: b1.rate,
     decode_tokens_per_s_batch8: b8.rate,
     time_to_first_token_s: b1.ttft,

@@ -1,7 +1,7 @@
 /**
- * bfloat16-weight linears: on AVX512-BF16 hosts the cpu takes the vdpbf16ps GEMM for M >= 2
- * (activations rounded to bfloat16, as PyTorch's bfloat16 layers compute), elsewhere the float32
- * path. Each path this host has runs against a float64 reference; the model's logits are compared
+ * bfloat16-weight linears: on AVX512-BF16 hosts the cpu takes the vdpbf16ps GEMM for M >= 2 by
+ * default (activations rounded to bfloat16, as PyTorch's bfloat16 layers compute), elsewhere or
+ * with TSORCH_CPU_BF16=f32 the float32 path (run here in a child process). Each path this host has runs against a float64 reference; the model's logits are compared
  * with transformers' bfloat16 and float32 ones (test/data/bf16_logits.json, make_bf16_logits.py).
  */
 import assert from "node:assert/strict";
@@ -21,32 +21,39 @@ import "../src/index.js";
 const features = native().cpuFeatures();
 const bf16Dot = /\bbf16=avx512-bf16\b/.test(features);
 
-test("linear with bfloat16 weights matches a float64 reference on this host's path (M = 1, 2, 8, 33; K = 100 with a tail)", async () => {
+test("linear with bfloat16 weights matches a float64 reference on this host's path (M = 1..70 over every row tile; K = 100, 37 with tails; bias)", async () => {
+  console.log(`bf16 GEMM path: ${features.match(/bf16=\S+/)?.[0]}`);
   if (!bf16Dot) console.log(`bf16 GEMM: the AVX512-BF16 path is not exercised on this host (${features})`);
   let seed = 5;
   const rand = () => ((seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31) * 2 - 1;
-  const K = 100, N = 37;
-  const w = Array.from({ length: N * K }, () => roundFloat(rand(), "bfloat16"));
-  const wt = fromBytes(encode(w, "float32"), "float32", [N, K], "cpu").to("cpu", "bfloat16");
-  for (const M of [1, 2, 8, 33]) {
-    const x = Array.from({ length: M * K }, () => Math.fround(rand() * 3));
-    const got = (await linear(fromBytes(encode(x, "float32"), "float32", [M, K], "cpu"), wt).data()) as Float32Array;
-    // M = 1 stays on the float32 GEMV; from M = 2 the bf16 path rounds the activations.
-    const a = bf16Dot && M >= 2 ? x.map((v) => roundFloat(v, "bfloat16")) : x;
-    for (let m = 0; m < M; m++) for (let n = 0; n < N; n++) {
-      let s = 0, mag = 0;
-      for (let k = 0; k < K; k++) { s += a[m * K + k] * w[n * K + k]; mag += Math.abs(a[m * K + k] * w[n * K + k]); }
-      assert.ok(Math.abs(got[m * N + n] - s) <= 1e-5 * mag, `M=${M} [${m}, ${n}]: ${got[m * N + n]} vs ${s}`);
+  // N = 37: the column tiles of 24 / 12, then 4 and 1; M: 2, 4, 8 and 16 rows per lane group
+  // (k-pairs spread over lanes below 16 rows), two vectors, and blocks of 32 with tails.
+  const N = 37;
+  for (const K of [100, 37]) {
+    const w = Array.from({ length: N * K }, () => roundFloat(rand(), "bfloat16"));
+    const bias = Array.from({ length: N }, () => Math.fround(rand()));
+    const wt = fromBytes(encode(w, "float32"), "float32", [N, K], "cpu").to("cpu", "bfloat16");
+    const bt = fromBytes(encode(bias, "float32"), "float32", [N], "cpu");
+    for (const M of [1, 2, 3, 4, 5, 8, 9, 16, 17, 33, 40, 70]) {
+      const x = Array.from({ length: M * K }, () => Math.fround(rand() * 3));
+      const got = (await linear(fromBytes(encode(x, "float32"), "float32", [M, K], "cpu"), wt, bt).data()) as Float32Array;
+      // M = 1 stays on the float32 GEMV; from M = 2 the bf16 path rounds the activations.
+      const a = bf16Dot && M >= 2 ? x.map((v) => roundFloat(v, "bfloat16")) : x;
+      for (let m = 0; m < M; m++) for (let n = 0; n < N; n++) {
+        let s = bias[n], mag = Math.abs(bias[n]);
+        for (let k = 0; k < K; k++) { s += a[m * K + k] * w[n * K + k]; mag += Math.abs(a[m * K + k] * w[n * K + k]); }
+        assert.ok(Math.abs(got[m * N + n] - s) <= 1e-5 * mag, `K=${K} M=${M} [${m}, ${n}]: ${got[m * N + n]} vs ${s}`);
+      }
     }
   }
 });
 
-const canBf16 = /\bavx512bf16\b/.test(features) && /kernels=avx512\b/.test(features);
-test("the AVX512-BF16 path (opt-in) passes this file too (child process, TSORCH_CPU_BF16=avx512-bf16)", { skip: !canBf16 || process.env.TSORCH_CPU_BF16 !== undefined }, () => {
-  const env: NodeJS.ProcessEnv = { ...process.env, TSORCH_CPU_BF16: "avx512-bf16" };
+test("the float32 path (TSORCH_CPU_BF16=f32) passes this file too where the default is the AVX512-BF16 one (child process)", { skip: !bf16Dot || process.env.TSORCH_CPU_BF16 !== undefined }, () => {
+  const env: NodeJS.ProcessEnv = { ...process.env, TSORCH_CPU_BF16: "f32" };
   delete env.NODE_TEST_CONTEXT;  // inherited from our own `node --test`, the child would always exit 0
   const r = spawnSync(process.execPath, ["--test", fileURLToPath(import.meta.url)], { env, encoding: "utf8" });
   assert.equal(r.status, 0, `child run failed:\n${r.stdout}\n${r.stderr}`);
+  assert.match(r.stdout, /bf16=f32/, "the child did not run the float32 path");
 });
 
 test("stories260K in bfloat16: logits of every position within stated bounds of transformers' bfloat16 and float32", async (t) => {

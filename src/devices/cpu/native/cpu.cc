@@ -71,12 +71,16 @@ Selection select() {
   s.int8 = select_int8(s.gemm);
   s.features += std::string(" int8=") + (s.int8 ? s.int8->name : "off");
 #if defined(TSORCH_X86_KERNELS)
-  // Opt-in (TSORCH_CPU_BF16=avx512-bf16) until the tests comparing bfloat16 products across devices
-  // and kernels state bounds for the rounded activations.
+  // bfloat16 weights at M >= 2 take the vdpbf16ps GEMM where the host has it (activations rounded
+  // to bfloat16); TSORCH_CPU_BF16=f32 keeps the float32 path.
   const char* bf16_want = std::getenv("TSORCH_CPU_BF16");
-  if (std::strcmp(s.gemm->name, "avx512") == 0 && __builtin_cpu_supports("avx512bf16") &&
-      bf16_want && std::strcmp(bf16_want, "avx512-bf16") == 0)
+  const bool bf16_off = bf16_want && std::strcmp(bf16_want, "f32") == 0;
+  if (!bf16_off && std::strcmp(s.gemm->name, "avx512") == 0 && __builtin_cpu_supports("avx512bf16"))
     s.bf16 = &gemm_kernels_avx512bf16();
+  if (bf16_want && !bf16_off && std::strcmp(bf16_want, "avx512-bf16") != 0)
+    std::fprintf(stderr, "tsorch: TSORCH_CPU_BF16=%s is not one of f32, avx512-bf16; ignored\n", bf16_want);
+  else if (bf16_want && !bf16_off && !s.bf16)
+    std::fprintf(stderr, "tsorch: TSORCH_CPU_BF16=%s is not available here (kernels=%s); using f32\n", bf16_want, s.gemm->name);
 #endif
   s.features += std::string(" bf16=") + (s.bf16 ? s.bf16->name : "f32");
   return s;
