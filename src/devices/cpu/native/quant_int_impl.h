@@ -227,7 +227,7 @@ int64_t act_row_bytes(int64_t K) {
 // The integer-path entries of a QuantKernels table for traits IV.
 template <class IV>
 IntQuantKernels make_int_kernels() {
-  return IntQuantKernels{IV::kName, act_row_bytes<IV>, quantize_act<IV>, idot_rows<IV>};
+  return IntQuantKernels{IV::kName, act_row_bytes<IV>, quantize_act<IV>, idot_rows<IV>, nullptr, nullptr, nullptr, nullptr};
 }
 
 }  // namespace
