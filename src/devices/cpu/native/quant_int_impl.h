@@ -195,8 +195,8 @@ void idot_rows(int bits, const uint8_t* act, int64_t M, int64_t K, const uint8_t
                const float* scales, const float* bias, float* C, int64_t ldc, int64_t n0,
                int64_t n1) {
   const int64_t Kp = (K + IV::B - 1) / IV::B * IV::B, stride = act_row_bytes_of(Kp);
-  // Weight rows per pass: a few KB of W stay in L1 while every activation row streams past.
   if (M == 1) return idot_rows_1<IV>(bits, act, Kp, K, q, scales, bias, C, n0, n1);
+  // Weight rows per pass: a few KB of W stay in L1 while every activation row streams past.
   const int64_t step = M <= 4 ? n1 - n0 : 12;
   for (int64_t s0 = n0; s0 < n1; s0 += step) {
     const int64_t s1 = s0 + step < n1 ? s0 + step : n1;
