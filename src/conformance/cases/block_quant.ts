@@ -126,5 +126,10 @@ export function blockQuantCases(): Case[] {
     linearQuantizedCase("int4, 8 rows, K=256", 4, 8, 17, 256, rng, null),
     linearQuantizedCase("int8, 6 rows, K=160 (odd block count)", 8, 6, 11, 160, rng, "float32"),
     linearQuantizedCase("int8, [2, 3, K] input (leading dims kept)", 8, 6, 5, 64, rng, null, [2, 3]),
+    // Decode (1 row) takes rows of W 4 at a time: remainders of 1-3 rows, an odd block count.
+    linearQuantizedCase("int8, 1 row, K=160 (odd block count), 31 outputs, float32 bias", 8, 1, 31, 160, rng, "float32"),
+    linearQuantizedCase("int4, 1 row, K=224, 77 outputs", 4, 1, 77, 224, rng, null),
+    // 4 rows and more take the GEMM over repacked 16-row panels where the host has one (avx512-vnni).
+    linearQuantizedCase("int4, 13 rows, K=96 (odd block count), 45 outputs, bfloat16 bias", 4, 13, 45, 96, rng, "bfloat16"),
   ];
 }

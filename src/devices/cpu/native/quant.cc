@@ -32,6 +32,8 @@ const QuantKernels& quant_kernels() {
 
 // Largest M run by dot_rows; above it, rows of W are decoded to float32 for the packed GEMM.
 constexpr int64_t kDotMaxM = 8;
+// Smallest M run by the integer GEMM over repacked panels (where the tier has one).
+constexpr int64_t kGemmMinM = 4;
 // Rows of W decoded at a time for the GEMM path.
 constexpr int64_t kPanelRows = 64;
 
@@ -80,6 +82,21 @@ void linear_quantized(const float* x, const uint8_t* q, const float* scales, int
     for (int64_t n = 0; n < N; ++n) bias_f32[n] = load_float(bias, bias_dtype, n);
   }
   const float* b = bias ? bias_f32.data() : nullptr;
+  if (const IntQuantKernels* ik = int_quant_kernels(); ik && ik->gemm_rows && M >= kGemmMinM) {
+    const int64_t arb = ik->gemm_act_row_bytes(K);
+    uint8_t* act = reinterpret_cast<uint8_t*>(thread_scratch(2, static_cast<size_t>((M * arb + 3) / 4)));
+    parallel_rows(M, static_cast<double>(K) * 8, [&](int64_t m) { ik->gemm_quantize_act(bits, x, K, m, m + 1, K, act); });
+    // Panels of 16 rows of W, several per thread; each thread repacks into its own scratch.
+    const int64_t panels = (N + 15) / 16;
+    ThreadPool& pool = ThreadPool::get();
+    const int64_t tasks = std::min(panels, split_count(2.0 * M * N * K, 4 * pool.size()));
+    pool.parallel_for(tasks, [&](int64_t t) {
+      const int64_t n0 = std::min(N, panels * t / tasks * 16), n1 = std::min(N, panels * (t + 1) / tasks * 16);
+      uint8_t* panel = reinterpret_cast<uint8_t*>(thread_scratch(1, static_cast<size_t>(ik->gemm_panel_bytes(K) / 4)));
+      ik->gemm_rows(bits, act, M, K, q, scales, b, out, N, n0, n1, panel);
+    });
+    return;
+  }
   if (const IntQuantKernels* ik = int_quant_kernels()) {
     const int64_t arb = ik->act_row_bytes(K);
     uint8_t* act = reinterpret_cast<uint8_t*>(thread_scratch(2, static_cast<size_t>((M * arb + 3) / 4)));

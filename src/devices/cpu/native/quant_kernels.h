@@ -45,6 +45,17 @@ struct IntQuantKernels {
   void (*dot_rows)(int bits, const uint8_t* act, int64_t M, int64_t K, const uint8_t* q,
                    const float* scales, const float* bias, float* C, int64_t ldc, int64_t n0,
                    int64_t n1);
+  // Optional (null where the tier has none; avx512-vnni: quant_gemm_vnni.h): the GEMM for several
+  // activation rows, with its own activation layout (gemm_act_row_bytes, gemm_quantize_act as
+  // above) and W repacked 16 rows at a time into `panel` (gemm_panel_bytes(K), 64-byte aligned,
+  // one per thread). gemm_rows computes what dot_rows does; n0 a multiple of 16.
+  int64_t (*gemm_act_row_bytes)(int64_t K);
+  void (*gemm_quantize_act)(int bits, const float* A, int64_t lda, int64_t m0, int64_t m1, int64_t K,
+                            uint8_t* act);
+  int64_t (*gemm_panel_bytes)(int64_t K);
+  void (*gemm_rows)(int bits, const uint8_t* act, int64_t M, int64_t K, const uint8_t* q,
+                    const float* scales, const float* bias, float* C, int64_t ldc, int64_t n0,
+                    int64_t n1, uint8_t* panel);
 };
 
 const IntQuantKernels& int_quant_kernels_portable();
