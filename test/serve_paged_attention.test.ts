@@ -64,6 +64,9 @@ const CASES: [string, Case][] = [
   ["sliding window 5 and soft-capping", { Hq: 6, Hkv: 3, D: 8, bs: 4, lens: [11, 9], window: 5, softcap: 2 }],
   ["bfloat16 pools (a bfloat16 model's KV cache), grouped heads", { Hq: 4, Hkv: 2, D: 16, bs: 4, lens: [3, 18], pool: "bfloat16" }],
   ["float16 pools, sliding window", { Hq: 2, Hkv: 1, D: 8, bs: 8, lens: [20, 7], window: 6, pool: "float16" }],
+  ["Qwen3-0.6B's heads (16 of 128 over 8 kv heads), bfloat16 pools, 300 positions", { Hq: 16, Hkv: 8, D: 128, bs: 16, lens: [300, 37], pool: "bfloat16" }],
+  ["one kv head over 700 positions (keys split over threads), head size 20 (vector tail)", { Hq: 4, Hkv: 1, D: 20, bs: 16, lens: [700] }],
+  ["keys split over threads with a sliding window of 600 and soft-capping", { Hq: 2, Hkv: 1, D: 32, bs: 16, lens: [900], window: 600, softcap: 3 }],
 ];
 
 for (const [name, c] of CASES) {
