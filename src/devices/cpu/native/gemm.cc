@@ -38,6 +38,11 @@ bool direct(const GemmKernels& k, int64_t M, const BMatrix& B) {
   return M <= k.direct_max_m && (B.sk == 1 || (B.sn == 1 && B.dtype == kF32));
 }
 
+// Whether a product with B takes the bf16 dot-product GEMM (where the host has one).
+bool takes_bf16(const BMatrix& B, int64_t M) {
+  return B.weights && B.dtype == kBF16 && B.sk == 1 && M >= kBf16MinM;
+}
+
 }  // namespace
 
 void gemm_range(const float* A, int64_t lda, int64_t M, int64_t K, const BMatrix& B,
@@ -50,7 +55,7 @@ void gemm_range(const float* A, int64_t lda, int64_t M, int64_t K, const BMatrix
   }
   const GemmKernels& k = gemm_kernels();
   const Bf16GemmKernels* bf = bf16_gemm_kernels();
-  if (bf && B.weights && B.dtype == kBF16 && B.sk == 1 && M >= kBf16MinM) {
+  if (bf && takes_bf16(B, M)) {
     bf->gemm_nt(A, lda, M, K, static_cast<const uint16_t*>(B.p), B.sn, bias, C, ldc, n0, n1);
   } else if (direct(k, M, B) && B.sk == 1) {
     k.gemv_nt(A, lda, M, K, B.p, B.dtype, B.sn, bias, C, ldc, n0, n1);
@@ -65,6 +70,19 @@ void gemm_range(const float* A, int64_t lda, int64_t M, int64_t K, const BMatrix
 void gemm_parallel(const float* A, int64_t lda, int64_t M, int64_t K, const BMatrix& B,
                    const float* bias, float* C, int64_t ldc, int64_t N) {
   ThreadPool& pool = ThreadPool::get();
+  const Bf16GemmKernels* bf = bf16_gemm_kernels();
+  if (bf && takes_bf16(B, M) && K > 0 && N > 0) {
+    // A is packed once (by this thread), then the threads split the columns (multiples of 8).
+    uint32_t* P = reinterpret_cast<uint32_t*>(thread_scratch(3, static_cast<size_t>(bf->packed_words(M, K))));
+    bf->pack_a(A, lda, M, K, P);
+    const uint16_t* W = static_cast<const uint16_t*>(B.p);
+    const int64_t groups = (N + 7) / 8;
+    const int64_t tasks = std::max<int64_t>(1, std::min(groups, split_count(2.0 * M * N * K, pool.size())));
+    return pool.parallel_for(tasks, [&](int64_t t) {
+      const int64_t n0 = std::min(N, groups * t / tasks * 8), n1 = std::min(N, groups * (t + 1) / tasks * 8);
+      bf->gemm_packed(P, M, K, W, B.sn, bias, C, ldc, n0, n1);
+    });
+  }
   const GemmKernels& k = gemm_kernels();
   // The direct kernels stream B with no per-task setup: cut it finer, so that a thread that
   // runs late (the machine is shared) does not hold up the others.

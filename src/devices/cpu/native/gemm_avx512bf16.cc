@@ -1,12 +1,21 @@
-// bfloat16 GEMM with AVX512-BF16's vdpbf16ps, for linears with bfloat16 weights at M >= kMinM
+// bfloat16 GEMM with AVX512-BF16's vdpbf16ps, for linears with bfloat16 weights at M >= 2
 // (prefill, batched decode). Numerics: A is rounded to bfloat16 (nearest even) before the product,
 // as PyTorch's bfloat16 models compute (activations are bfloat16 there); products of pairs are
 // summed in float32 (vdpbf16ps flushes denormals). Compiled with -mavx512f -mavx512bw -mavx512vl
 // -mavx512bf16 -mfma (binding.gyp target tsorch_gemm_avx512bf16). Internal linkage and no
 // standard-library templates (see gemm_impl.h).
+//
+// Layout: the weights W [N, K] stay as stored (row n contiguous in k, so a pair of k is one 32-bit
+// word) and are read by broadcasts; the activations, which are few rows, are packed once per call
+// (pack_a) so that one zmm holds the same k-pair of 16 rows. The micro-kernel then computes
+// C^T tiles: acc[j][v] (16 lanes = rows of A) += dot(pair of A rows, broadcast pair of W row n+j),
+// with no shuffle in the loop. Rows of A are packed in blocks of up to 32 (kBlock); a block of
+// fewer than 16 rows spreads S = 2, 4 or 8 consecutive k-pairs over the lanes of one row, so that
+// the lanes stay busy (lane l = row l / S, pair l % S; the S partial sums are added at the end).
 #include <immintrin.h>
 
 #include <cstdint>
+#include <cstring>
 
 #include "gemm.h"
 #include "gemm_kernels.h"
@@ -14,87 +23,205 @@
 namespace tsorch {
 namespace {
 
-// A [M, K] float32 -> bfloat16 rows of Kp (K rounded up to 32, zero padded).
-void to_bf16(const float* A, int64_t lda, int64_t M, int64_t K, int64_t Kp, uint16_t* out) {
-  for (int64_t m = 0; m < M; ++m) {
+constexpr int64_t kBlock = 32;  // rows of A per packed block (at most 2 vectors)
+
+struct BlockShape {
+  int s;    // k-pairs per lane group
+  int mv;   // zmm vectors per step
+  int64_t steps;  // steps of 2*s values of k
+};
+
+BlockShape shape_of(int64_t mb, int64_t K) {
+  const int s = mb <= 2 ? 8 : mb <= 4 ? 4 : mb <= 8 ? 2 : 1;
+  const int mv = s > 1 ? 1 : static_cast<int>((mb + 15) / 16);
+  return BlockShape{s, mv, (K + 2 * s - 1) / (2 * s)};
+}
+
+// uint32 words of one block of mb rows.
+int64_t block_words(int64_t mb, int64_t K) {
+  const BlockShape b = shape_of(mb, K);
+  return b.steps * b.mv * 16;
+}
+
+int64_t packed_words(int64_t M, int64_t K) {
+  return M / kBlock * block_words(kBlock, K) + (M % kBlock ? block_words(M % kBlock, K) : 0);
+}
+
+uint16_t to_bf16_bits(float x) {
+  return static_cast<uint16_t>(_mm_cvtsi128_si32(reinterpret_cast<__m128i>(_mm_cvtneps_pbh(_mm_set1_ps(x)))));
+}
+
+// Rows [0, mb) of A -> one packed block of S pairs per lane group and MV vectors per step.
+template <int S>
+void pack_block(const float* A, int64_t lda, int64_t mb, int64_t K, int mv, uint32_t* out) {
+  constexpr int kRows = 16 / S;  // rows of A per vector
+  const int64_t pairs = (K + 1) / 2;
+  for (int64_t m = 0; m < mb; ++m) {
     const float* a = A + m * lda;
-    uint16_t* o = out + m * Kp;
-    for (int64_t k = 0; k < Kp; k += 32) {
-      const int64_t left = K - k;
-      const __mmask16 lo = left >= 16 ? 0xFFFF : left <= 0 ? 0 : static_cast<__mmask16>((1u << left) - 1);
-      const __mmask16 hi = left >= 32 ? 0xFFFF : left <= 16 ? 0 : static_cast<__mmask16>((1u << (left - 16)) - 1);
-      const __m512 x0 = _mm512_maskz_loadu_ps(lo, a + k), x1 = _mm512_maskz_loadu_ps(hi, a + k + 16);
-      _mm512_storeu_si512(o + k, reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(x1, x0)));
+    uint32_t* o = out + (m / kRows) * 16 + (m % kRows) * S;  // vector m / kRows, lane group
+    const int64_t step = mv * 16;  // words between steps
+    int64_t p = 0;
+    // 16 pairs at a time: convert 32 floats, then place the words.
+    for (; 2 * p + 32 <= K; p += 16) {
+      const __m512i w = reinterpret_cast<__m512i>(
+          _mm512_cvtne2ps_pbh(_mm512_loadu_ps(a + 2 * p + 16), _mm512_loadu_ps(a + 2 * p)));
+      if constexpr (S == 1) {
+        // Word i goes to o[(p + i) * step]: a scatter with a constant index vector.
+        const __m512i idx = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                               _mm512_set1_epi32(static_cast<int>(step)));
+        _mm512_i32scatter_epi32(o + p * step, idx, w, 4);
+      } else {
+        alignas(64) uint32_t ws[16];
+        _mm512_store_si512(ws, w);
+        _Pragma("GCC unroll 16") for (int i = 0; i < 16; i += S)
+          std::memcpy(o + ((p + i) / S) * step, ws + i, S * 4);
+      }
+    }
+    for (; p < pairs; ++p) {
+      const uint32_t lo = to_bf16_bits(a[2 * p]);
+      const uint32_t hi = 2 * p + 1 < K ? to_bf16_bits(a[2 * p + 1]) : 0;
+      o[(p / S) * step + p % S] = lo | hi << 16;
     }
   }
 }
 
-// MM rows of A (bf16, row stride Kp) x R rows of W from row n.
-template <int MM, int R>
-void tile(const uint16_t* A, int64_t Kp, int64_t K, const uint16_t* W, int64_t ldw,
-          const float* bias, float* C, int64_t ldc, int64_t n) {
-  __m512 acc[MM][R];
-  _Pragma("GCC unroll 16") for (int m = 0; m < MM; ++m)
-    _Pragma("GCC unroll 16") for (int r = 0; r < R; ++r) acc[m][r] = _mm512_setzero_ps();
-  const int64_t kfull = K / 32 * 32;
-  for (int64_t k = 0; k < Kp; k += 32) {
-    __m512i w[R];
-    if (k < kfull) {
-      _Pragma("GCC unroll 16") for (int r = 0; r < R; ++r) w[r] = _mm512_loadu_si512(W + (n + r) * ldw + k);
-    } else {
-      const __mmask32 mk = static_cast<__mmask32>((1ull << (K - k)) - 1);
-      _Pragma("GCC unroll 16") for (int r = 0; r < R; ++r) w[r] = _mm512_maskz_loadu_epi16(mk, W + (n + r) * ldw + k);
-    }
-    _Pragma("GCC unroll 16") for (int m = 0; m < MM; ++m) {
-      const __m512bh a = reinterpret_cast<__m512bh>(_mm512_loadu_si512(A + m * Kp + k));
-      _Pragma("GCC unroll 16") for (int r = 0; r < R; ++r)
-        acc[m][r] = _mm512_dpbf16_ps(acc[m][r], a, reinterpret_cast<__m512bh>(w[r]));
+// A [M, K] float32 -> packed bfloat16 pairs (see the layout above); `out` has packed_words(M, K).
+void pack_a(const float* A, int64_t lda, int64_t M, int64_t K, uint32_t* out) {
+  for (int64_t m0 = 0; m0 < M; m0 += kBlock) {
+    const int64_t mb = M - m0 < kBlock ? M - m0 : kBlock;
+    const BlockShape b = shape_of(mb, K);
+    const int64_t words = b.steps * b.mv * 16;
+    std::memset(out, 0, static_cast<size_t>(words) * 4);
+    const float* a = A + m0 * lda;
+    if (b.s == 8) pack_block<8>(a, lda, mb, K, b.mv, out);
+    else if (b.s == 4) pack_block<4>(a, lda, mb, K, b.mv, out);
+    else if (b.s == 2) pack_block<2>(a, lda, mb, K, b.mv, out);
+    else pack_block<1>(a, lda, mb, K, b.mv, out);
+    out += words;
+  }
+}
+
+// S consecutive k-pairs (4*S bytes) of a weight row, repeated over the 16 lanes.
+template <int S>
+__m512i broadcast(const uint16_t* p) {
+  if constexpr (S == 1) {
+    int32_t x;
+    std::memcpy(&x, p, 4);
+    return _mm512_set1_epi32(x);
+  } else if constexpr (S == 2) {
+    int64_t x;
+    std::memcpy(&x, p, 8);
+    return _mm512_set1_epi64(x);
+  } else if constexpr (S == 4) {
+    return _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  } else {
+    return _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+  }
+}
+
+// Steps [t0, t1) of one packed block times weight rows n .. n+NR-1: the tile's float32 sums T
+// ([NR][MV*16]) start from zero (t0 == 0) or from T, and go back to T.
+template <int S, int MV, int NR>
+void tile(const uint32_t* P, int64_t t0, int64_t t1, int64_t steps, int64_t K, const uint16_t* W,
+          int64_t ldw, float* T, int64_t n) {
+  __m512 acc[NR][MV];
+  _Pragma("GCC unroll 32") for (int j = 0; j < NR; ++j)
+    _Pragma("GCC unroll 4") for (int v = 0; v < MV; ++v)
+      acc[j][v] = t0 == 0 ? _mm512_setzero_ps() : _mm512_load_ps(T + (j * MV + v) * 16);
+  const uint16_t* w = W + n * ldw;
+  const int64_t full = K / (2 * S);  // steps whose k all lie inside K
+  const int64_t tf = t1 < full ? t1 : full;
+  for (int64_t t = t0; t < tf; ++t) {
+    __m512bh a[MV];
+    _Pragma("GCC unroll 4") for (int v = 0; v < MV; ++v)
+      a[v] = reinterpret_cast<__m512bh>(_mm512_loadu_si512(P + (t * MV + v) * 16));
+    _Pragma("GCC unroll 32") for (int j = 0; j < NR; ++j) {
+      const __m512bh b = reinterpret_cast<__m512bh>(broadcast<S>(w + j * ldw + t * 2 * S));
+      _Pragma("GCC unroll 4") for (int v = 0; v < MV; ++v) acc[j][v] = _mm512_dpbf16_ps(acc[j][v], a[v], b);
     }
   }
-  _Pragma("GCC unroll 16") for (int m = 0; m < MM; ++m)
-    _Pragma("GCC unroll 16") for (int r = 0; r < R; ++r)
-      C[m * ldc + n + r] = _mm512_reduce_add_ps(acc[m][r]) + (bias ? bias[n + r] : 0.f);
+  if (t1 == steps && full < steps) {  // the last, partial step: the rest of each row, zero padded
+    const int64_t k0 = full * 2 * S;
+    __m512bh a[MV];
+    _Pragma("GCC unroll 4") for (int v = 0; v < MV; ++v)
+      a[v] = reinterpret_cast<__m512bh>(_mm512_loadu_si512(P + (full * MV + v) * 16));
+    for (int j = 0; j < NR; ++j) {
+      uint16_t rest[16] = {};
+      std::memcpy(rest, w + j * ldw + k0, static_cast<size_t>(K - k0) * 2);
+      const __m512bh b = reinterpret_cast<__m512bh>(broadcast<S>(rest));
+      for (int v = 0; v < MV; ++v) acc[j][v] = _mm512_dpbf16_ps(acc[j][v], a[v], b);
+    }
+  }
+  _Pragma("GCC unroll 32") for (int j = 0; j < NR; ++j)
+    _Pragma("GCC unroll 4") for (int v = 0; v < MV; ++v) _mm512_store_ps(T + (j * MV + v) * 16, acc[j][v]);
 }
 
-template <int MM>
-void rows(const uint16_t* A, int64_t Kp, int64_t K, const uint16_t* W, int64_t ldw,
-          const float* bias, float* C, int64_t ldc, int64_t n0, int64_t n1) {
-  int64_t n = n0;
-  for (; n + 4 <= n1; n += 4) tile<MM, 4>(A, Kp, K, W, ldw, bias, C, ldc, n);
-  for (; n < n1; ++n) tile<MM, 1>(A, Kp, K, W, ldw, bias, C, ldc, n);
-}
-
-void gemm_nt_bf16(const float* A, int64_t lda, int64_t M, int64_t K, const uint16_t* W,
-                  int64_t ldw, const float* bias, float* C, int64_t ldc, int64_t n0, int64_t n1) {
-  const int64_t Kp = (K + 31) / 32 * 32;
-  // Blocks of 64 rows of A (bf16) stay in L2 while 4 rows of W at a time stay in L1.
-  constexpr int64_t kMB = 64;
-  uint16_t* a = reinterpret_cast<uint16_t*>(thread_scratch(3, static_cast<size_t>((kMB * Kp + 1) / 2)));
-  for (int64_t m0 = 0; m0 < M; m0 += kMB) {
-    const int64_t mb = M - m0 < kMB ? M - m0 : kMB;
-    to_bf16(A + m0 * lda, lda, mb, K, Kp, a);
-    // Four rows of W against every group of 4 rows of A.
-    for (int64_t s0 = n0; s0 < n1; s0 += 16) {
-      const int64_t s1 = s0 + 16 < n1 ? s0 + 16 : n1;
-      for (int64_t m = 0; m < mb; m += 4) {
-        const uint16_t* am = a + m * Kp;
-        float* c = C + (m0 + m) * ldc;
-        switch (mb - m) {
-          case 1: rows<1>(am, Kp, K, W, ldw, bias, c, ldc, s0, s1); break;
-          case 2: rows<2>(am, Kp, K, W, ldw, bias, c, ldc, s0, s1); break;
-          case 3: rows<3>(am, Kp, K, W, ldw, bias, c, ldc, s0, s1); break;
-          default: rows<4>(am, Kp, K, W, ldw, bias, c, ldc, s0, s1); break;
-        }
+// Columns [n0, n1) of one packed block of mb rows, in chunks of steps whose packed A stays in L1
+// (32 KiB): every column tile of NR (then narrower tails) per chunk, summing into T
+// ([n1 - n0][MV*16] floats); then T, transposed, to C (+ bias).
+template <int S, int MV, int NR>
+void block_cols(const uint32_t* P, int64_t steps, int64_t mb, int64_t K, const uint16_t* W,
+                int64_t ldw, float* T, const float* bias, float* C, int64_t ldc, int64_t n0,
+                int64_t n1) {
+  constexpr int64_t kChunk = 512 / MV;
+  constexpr int kStride = MV * 16;  // floats of T per column
+  for (int64_t t0 = 0; t0 < steps; t0 += kChunk) {
+    const int64_t t1 = t0 + kChunk < steps ? t0 + kChunk : steps;
+    int64_t n = n0;
+    for (; n + NR <= n1; n += NR) tile<S, MV, NR>(P, t0, t1, steps, K, W, ldw, T + (n - n0) * kStride, n);
+    if constexpr (NR > 4) {
+      for (; n + 4 <= n1; n += 4) tile<S, MV, 4>(P, t0, t1, steps, K, W, ldw, T + (n - n0) * kStride, n);
+    }
+    for (; n < n1; ++n) tile<S, MV, 1>(P, t0, t1, steps, K, W, ldw, T + (n - n0) * kStride, n);
+  }
+  // Row m of the block is lane group m % (16 / S) of vector m / (16 / S).
+  constexpr int kRows = 16 / S;
+  for (int64_t c0 = n0; c0 < n1; c0 += 16) {
+    const int64_t c1 = c0 + 16 < n1 ? c0 + 16 : n1;
+    for (int64_t m = 0; m < mb; ++m) {
+      const float* t = T + (c0 - n0) * kStride + (m / kRows) * 16 + (m % kRows) * S;
+      float* c = C + m * ldc;
+      for (int64_t n = c0; n < c1; ++n, t += kStride) {
+        float s = t[0];
+        for (int i = 1; i < S; ++i) s += t[i];
+        c[n] = s + (bias ? bias[n] : 0.f);
       }
     }
   }
+}
+
+// Columns [n0, n1) of C from A packed by pack_a. Uses thread_scratch(0).
+void gemm_packed(const uint32_t* P, int64_t M, int64_t K, const uint16_t* W, int64_t ldw,
+                 const float* bias, float* C, int64_t ldc, int64_t n0, int64_t n1) {
+  if (n1 <= n0) return;
+  float* T = thread_scratch(0, static_cast<size_t>((n1 - n0) * kBlock));  // MV <= kBlock / 16
+  for (int64_t m0 = 0; m0 < M; m0 += kBlock) {
+    const int64_t mb = M - m0 < kBlock ? M - m0 : kBlock;
+    const BlockShape b = shape_of(mb, K);
+    float* c = C + m0 * ldc;
+    // Register tiles of NR * MV accumulators (24 of the 32 zmm).
+    if (b.s == 8) block_cols<8, 1, 24>(P, b.steps, mb, K, W, ldw, T, bias, c, ldc, n0, n1);
+    else if (b.s == 4) block_cols<4, 1, 24>(P, b.steps, mb, K, W, ldw, T, bias, c, ldc, n0, n1);
+    else if (b.s == 2) block_cols<2, 1, 24>(P, b.steps, mb, K, W, ldw, T, bias, c, ldc, n0, n1);
+    else if (b.mv == 1) block_cols<1, 1, 24>(P, b.steps, mb, K, W, ldw, T, bias, c, ldc, n0, n1);
+    else block_cols<1, 2, 12>(P, b.steps, mb, K, W, ldw, T, bias, c, ldc, n0, n1);
+    P += b.steps * b.mv * 16;
+  }
+}
+
+// Single-threaded: pack A into thread_scratch(3), then gemm_packed.
+void gemm_nt(const float* A, int64_t lda, int64_t M, int64_t K, const uint16_t* W, int64_t ldw,
+             const float* bias, float* C, int64_t ldc, int64_t n0, int64_t n1) {
+  uint32_t* P = reinterpret_cast<uint32_t*>(thread_scratch(3, static_cast<size_t>(packed_words(M, K))));
+  pack_a(A, lda, M, K, P);
+  gemm_packed(P, M, K, W, ldw, bias, C, ldc, n0, n1);
 }
 
 }  // namespace
 
 // The AVX512-BF16 GEMM (see gemm_kernels.h).
 const Bf16GemmKernels& gemm_kernels_avx512bf16() {
-  static const Bf16GemmKernels kernels{"avx512-bf16", gemm_nt_bf16};
+  static const Bf16GemmKernels kernels{"avx512-bf16", gemm_nt, packed_words, pack_a, gemm_packed};
   return kernels;
 }
 

@@ -41,11 +41,20 @@ const GemmKernels& gemm_kernels_avx512();
 #endif
 
 // A bfloat16 dot-product GEMM (gemm_avx512bf16.cc): B(k, n) = W[n*ldw + k], W bfloat16, and A
-// rounded to bfloat16 before the product (float32 sums). Single-threaded; uses thread_scratch(3).
+// rounded to bfloat16 before the product (float32 sums). Single-threaded; gemm_parallel packs A
+// once (pack_a) and splits the columns of gemm_packed over the pool.
 struct Bf16GemmKernels {
   const char* name;  // "avx512-bf16"
+  // pack_a then gemm_packed, with the packed A in thread_scratch(3).
   void (*gemm_nt)(const float* A, int64_t lda, int64_t M, int64_t K, const uint16_t* W,
                   int64_t ldw, const float* bias, float* C, int64_t ldc, int64_t n0, int64_t n1);
+  // uint32 words that pack_a writes for an [M, K] A.
+  int64_t (*packed_words)(int64_t M, int64_t K);
+  // A [M, K] float32 (row stride lda) -> bfloat16 pairs laid out for gemm_packed.
+  void (*pack_a)(const float* A, int64_t lda, int64_t M, int64_t K, uint32_t* out);
+  // Columns [n0, n1) of C = A W^T (+ bias) from the packed A.
+  void (*gemm_packed)(const uint32_t* P, int64_t M, int64_t K, const uint16_t* W, int64_t ldw,
+                      const float* bias, float* C, int64_t ldc, int64_t n0, int64_t n1);
 };
 #if defined(TSORCH_X86_KERNELS)
 const Bf16GemmKernels& gemm_kernels_avx512bf16();
