@@ -147,64 +147,15 @@ inline const float* row_f32(const char* src, int dtype, float* buf, int64_t n) {
 
 // Keys per online-softmax step (a multiple of 4 and of kW): a chunk's scores stay in L1.
 constexpr int64_t kChunk = 64;
+// Query tokens per tile at most: consecutive positions of one sequence (a prefill chunk) share
+// each key and value row read.
+constexpr int64_t kTile = 8;
 constexpr float kLog2e = 1.4426950408889634f;
 
-// One piece: query token t, kv head g, key positions [k0, k1). Leaves in O [group, Dv] the
-// unnormalized sum of 2^(s - m) v over the piece's keys, in m [group] the running max of the
-// scores s (in log2 units: scores times log2(e)) and in l [group] the sum of 2^(s - m) (an empty
-// range: m = -inf, l = 0, O = 0).
-TSORCH_ISA_CLONES
-void attend_piece(const PagedAttentionArgs& a, int64_t t, int64_t g, int64_t k0, int64_t k1,
-                  float* O, float* m, float* l) {
-  const int64_t group = a.Hq / a.Hkv, D = a.D, Dv = a.Dv;
-  const int64_t es = dtype_size(a.kv_dtype), kstride = a.Hkv * D, vstride = a.Hkv * Dv;
-  const char* kc = static_cast<const char*>(a.k_cache);
-  const char* vc = static_cast<const char*>(a.v_cache);
-  const int32_t* table = a.tables + int64_t(a.seq[t]) * a.max_blocks;
-  const float* Q = a.q + (t * a.Hq + g * group) * D;
-  const int64_t dmax = std::max(D, Dv);
-  float* S = thread_scratch(3, group * kChunk + 4 * dmax);
-  float* rows = S + group * kChunk;  // four key or value rows as float32
-  const auto slot_of = [&](int64_t j) { return int64_t(table[j / a.bs]) * a.bs + j % a.bs; };
-  // Four rows from j on (rows past k1 repeat the last one; their scores are not used).
-  const auto four = [&](const char* pool, int64_t stride, int64_t h, int64_t n, int64_t j, const float** r4) {
-    for (int u = 0; u < 4; ++u)
-      r4[u] = row_f32(pool + (slot_of(std::min(j + u, k1 - 1)) * stride + h) * es, a.kv_dtype, rows + u * dmax, n);
-  };
-  const float mul = a.softcap > 0 ? a.scale / a.softcap : a.scale * kLog2e;
-  std::fill(O, O + group * Dv, 0.f);
-  std::fill(m, m + group, -std::numeric_limits<float>::infinity());
-  std::fill(l, l + group, 0.f);
-  for (int64_t c0 = k0; c0 < k1; c0 += kChunk) {
-    const int64_t n = std::min(kChunk, k1 - c0), nv = (n + kW - 1) / kW * kW;
-    const float* r4[4];
-    for (int64_t j = 0; j < n; j += 4) {
-      four(kc, kstride, g * D, D, c0 + j, r4);
-      for (int64_t r = 0; r < group; ++r) dot4(Q + r * D, r4[0], r4[1], r4[2], r4[3], D, S + r * kChunk + j);
-    }
-    for (int64_t r = 0; r < group; ++r) {
-      float* s = S + r * kChunk;
-      for (int64_t j = 0; j < n; ++j) s[j] *= mul;
-      if (a.softcap > 0)
-        for (int64_t j = 0; j < n; ++j) s[j] = a.softcap * kLog2e * std::tanh(s[j]);
-      float mx = m[r];
-      for (int64_t j = 0; j < n; ++j) mx = s[j] > mx ? s[j] : mx;
-      const float alpha = std::exp2(m[r] - mx);  // 0 on the first chunk (m = -inf)
-      for (int64_t j = 0; j < nv; j += kW) store16(s + j, exp2_16(load16(s + j) - mx));
-      std::fill(s + n, s + nv, 0.f);  // lanes past the chunk (stale scores)
-      f32x16 sum = {};
-      for (int64_t j = 0; j < nv; j += kW) sum += load16(s + j);
-      l[r] = l[r] * alpha + hsum(sum);
-      m[r] = mx;
-      if (alpha != 1.f)
-        for (int64_t i = 0; i < Dv; ++i) O[r * Dv + i] *= alpha;
-    }
-    for (int64_t j = 0; j < n; j += 4) {
-      four(vc, vstride, g * Dv, Dv, c0 + j, r4);
-      for (int64_t r = 0; r < group; ++r) axpy4(S + r * kChunk + j, r4[0], r4[1], r4[2], r4[3], O + r * Dv, Dv);
-    }
-  }
-}
+// Query tokens [t0, t0 + nt) (one sequence, consecutive positions), kv head g, keys [k0, k1).
+struct Piece {
+  int64_t t0, nt, g, k0, k1;
+};
 
 // Key positions [lo, hi) that token t sees.
 inline void key_range(const PagedAttentionArgs& a, int64_t t, int64_t* lo, int64_t* hi) {
@@ -212,72 +163,163 @@ inline void key_range(const PagedAttentionArgs& a, int64_t t, int64_t* lo, int64
   *lo = a.window > 0 ? std::max<int64_t>(0, *hi - a.window) : 0;
 }
 
-// Keys per piece at least, when a token's keys are split over the pool.
+// One piece over its R = nt * group query rows (row r: token t0 + r / group, query head
+// g * group + r % group). Leaves in O (row r at O + (r / group) * ostride + (r % group) * Dv) the
+// unnormalized sum of 2^(s - m) v over the keys the row sees within [k0, k1), in m [R] the
+// running max of its scores s (in log2 units: scores times log2(e)) and in l [R] the sum of
+// 2^(s - m) (no key seen: m = -inf, l = 0, O = 0).
+TSORCH_ISA_CLONES
+void attend_piece(const PagedAttentionArgs& a, const Piece& pc, float* O, int64_t ostride, float* m, float* l) {
+  const int64_t group = a.Hq / a.Hkv, D = a.D, Dv = a.Dv, R = pc.nt * group;
+  const int64_t es = dtype_size(a.kv_dtype), kstride = a.Hkv * D * es, vstride = a.Hkv * Dv * es;
+  const char* kc = static_cast<const char*>(a.k_cache) + pc.g * D * es;
+  const char* vc = static_cast<const char*>(a.v_cache) + pc.g * Dv * es;
+  const int32_t* table = a.tables + int64_t(a.seq[pc.t0]) * a.max_blocks;
+  const int64_t dmax = std::max(D, Dv);
+  float* S = thread_scratch(3, R * kChunk + 4 * dmax + 2 * (kChunk + 2 * R));
+  float* rows = S + R * kChunk;  // four key or value rows as float32
+  int64_t* slot = reinterpret_cast<int64_t*>(rows + 4 * dmax);  // the chunk's slots (pool rows)
+  int64_t* lo = slot + kChunk;  // each row's key range [lo, hi)
+  int64_t* hi = lo + R;
+  const auto q_row = [&](int64_t r) { return a.q + ((pc.t0 + r / group) * a.Hq + pc.g * group + r % group) * D; };
+  const auto o_row = [&](int64_t r) { return O + (r / group) * ostride + (r % group) * Dv; };
+  for (int64_t r = 0; r < R; ++r) {
+    key_range(a, pc.t0 + r / group, lo + r, hi + r);
+    lo[r] = std::max(lo[r], pc.k0), hi[r] = std::min(hi[r], pc.k1);
+    std::fill(o_row(r), o_row(r) + Dv, 0.f);
+    m[r] = -std::numeric_limits<float>::infinity(), l[r] = 0.f;
+  }
+  // Four rows from chunk index j on (indices past n repeat the last row; their scores are 0).
+  const auto four = [&](const char* pool, int64_t stride, int64_t n, int64_t len, int64_t j, const float** r4) {
+    for (int u = 0; u < 4; ++u)
+      r4[u] = row_f32(pool + slot[std::min(j + u, n - 1)] * stride, a.kv_dtype, rows + u * dmax, len);
+  };
+  const float mul = a.softcap > 0 ? a.scale / a.softcap : a.scale * kLog2e;
+  for (int64_t c0 = pc.k0; c0 < pc.k1; c0 += kChunk) {
+    const int64_t n = std::min(kChunk, pc.k1 - c0), nv = (n + kW - 1) / kW * kW;
+    for (int64_t j = 0, b = c0 / a.bs, off = c0 % a.bs; j < n; ++j) {
+      slot[j] = int64_t(table[b]) * a.bs + off;
+      if (++off == a.bs) off = 0, ++b;
+    }
+    // The chunk's rows sit a pool row apart (all kv heads interleaved): ask for them all now, so
+    // their cache misses overlap (keys to L1, values, used after the softmax, to L2).
+    for (int64_t j = 0; j < n; ++j)
+      for (int64_t i = 0; i < D * es; i += 64) __builtin_prefetch(kc + slot[j] * kstride + i, 0, 3);
+    for (int64_t j = 0; j < n; ++j)
+      for (int64_t i = 0; i < Dv * es; i += 64) __builtin_prefetch(vc + slot[j] * vstride + i, 0, 2);
+    const float* r4[4];
+    for (int64_t j = 0; j < n; j += 4) {
+      four(kc, kstride, n, D, j, r4);
+      for (int64_t r = 0; r < R; ++r) dot4(q_row(r), r4[0], r4[1], r4[2], r4[3], D, S + r * kChunk + j);
+    }
+    for (int64_t r = 0; r < R; ++r) {
+      float* s = S + r * kChunk;
+      // The keys of this chunk the row sees: [j0, j1).
+      const int64_t j0 = std::clamp(lo[r] - c0, int64_t(0), n), j1 = std::clamp(hi[r] - c0, j0, n);
+      if (j0 == j1) {
+        std::fill(s, s + nv, 0.f);
+        continue;
+      }
+      for (int64_t j = j0; j < j1; ++j) s[j] *= mul;
+      if (a.softcap > 0)
+        for (int64_t j = j0; j < j1; ++j) s[j] = a.softcap * kLog2e * std::tanh(s[j]);
+      float mx = m[r];
+      for (int64_t j = j0; j < j1; ++j) mx = s[j] > mx ? s[j] : mx;
+      const float alpha = std::exp2(m[r] - mx);  // 0 on the row's first keys (m = -inf)
+      for (int64_t j = 0; j < nv; j += kW) store16(s + j, exp2_16(load16(s + j) - mx));
+      std::fill(s, s + j0, 0.f);  // keys the row does not see, lanes past the chunk
+      std::fill(s + j1, s + nv, 0.f);
+      f32x16 sum = {};
+      for (int64_t j = 0; j < nv; j += kW) sum += load16(s + j);
+      l[r] = l[r] * alpha + hsum(sum);
+      m[r] = mx;
+      if (alpha != 1.f)
+        for (float *y = o_row(r), *e = y + Dv; y < e; ++y) *y *= alpha;
+    }
+    for (int64_t j = 0; j < n; j += 4) {
+      four(vc, vstride, n, Dv, j, r4);
+      for (int64_t r = 0; r < R; ++r) axpy4(S + r * kChunk + j, r4[0], r4[1], r4[2], r4[3], o_row(r), Dv);
+    }
+  }
+}
+
+// Keys per piece at least, when a tile's keys are split over the pool.
 constexpr int64_t kMinSplit = 256;
 
 }  // namespace
 
 void paged_attention(const PagedAttentionArgs& a) {
-  const int64_t group = a.Hq / a.Hkv, Dv = a.Dv, units = a.T * a.Hkv;
+  const int64_t group = a.Hq / a.Hkv, Dv = a.Dv;
   ThreadPool& pool = ThreadPool::get();
+  // Tiles: runs of up to kTile tokens of one sequence at consecutive positions, and their keys.
+  std::vector<Piece> tiles;
   double work = 0;
   int64_t longest = 0;
   for (int64_t t = 0; t < a.T; ++t) {
     int64_t lo, hi;
     key_range(a, t, &lo, &hi);
     work += 2.0 * a.Hq * (hi - lo) * (a.D + a.Dv);
-    longest = std::max(longest, hi - lo);
+    Piece* last = tiles.empty() ? nullptr : &tiles.back();
+    if (last && last->nt < kTile && a.seq[t] == a.seq[t - 1] && a.pos[t] == a.pos[t - 1] + 1) {
+      ++last->nt, last->k0 = std::min(last->k0, lo), last->k1 = std::max(last->k1, hi);
+    } else {
+      tiles.push_back({t, 1, 0, lo, hi});
+    }
+    longest = std::max(longest, tiles.back().k1 - tiles.back().k0);
   }
-  const int64_t threads = split_count(work, pool.size());
+  const int64_t threads = split_count(work, pool.size()), units = int64_t(tiles.size()) * a.Hkv;
   // Splits of each unit's keys: enough pieces for ~4 per thread, each of >= kMinSplit keys.
   const int64_t splits =
       threads == 1 ? 1 : std::max<int64_t>(1, std::min((4 * threads + units - 1) / units, longest / kMinSplit));
+  const auto piece = [&](int64_t u, int64_t p) {
+    Piece pc = tiles[u / a.Hkv];
+    pc.g = u % a.Hkv;
+    const int64_t n = pc.k1 - pc.k0, k0 = pc.k0;
+    pc.k0 = k0 + n * p / splits, pc.k1 = k0 + n * (p + 1) / splits;
+    return pc;
+  };
+  const auto out_of = [&](const Piece& pc) { return a.out + (pc.t0 * a.Hq + pc.g * group) * Dv; };
   if (splits == 1) {
     // One piece per unit, accumulated straight into its output rows, then normalized.
-    const auto task = [&](int64_t i) {
-      const int64_t t = i / a.Hkv, g = i % a.Hkv;
-      int64_t lo, hi;
-      key_range(a, t, &lo, &hi);
-      float* O = a.out + (t * a.Hq + g * group) * Dv;
-      float* ml = thread_scratch(2, 2 * group);
-      attend_piece(a, t, g, lo, hi, O, ml, ml + group);
-      for (int64_t r = 0; r < group; ++r) {
-        const float inv = 1.f / ml[group + r];
-        for (int64_t i2 = 0; i2 < Dv; ++i2) O[r * Dv + i2] *= inv;
+    const auto task = [&](int64_t u) {
+      const Piece pc = piece(u, 0);
+      const int64_t R = pc.nt * group;
+      float* ml = thread_scratch(2, 2 * R);
+      float* O = out_of(pc);
+      attend_piece(a, pc, O, a.Hq * Dv, ml, ml + R);
+      for (int64_t r = 0; r < R; ++r) {
+        const float inv = 1.f / ml[R + r];
+        for (float *y = O + (r / group) * a.Hq * Dv + (r % group) * Dv, *e = y + Dv; y < e; ++y) *y *= inv;
       }
     };
     if (threads == 1) {
-      for (int64_t i = 0; i < units; ++i) task(i);
+      for (int64_t u = 0; u < units; ++u) task(u);
     } else {
       pool.parallel_for(units, task);
     }
     return;
   }
-  // Flash-decoding: piece p of a unit takes its keys [lo + n p / P, lo + n (p + 1) / P); each
-  // piece leaves (O, m, l) in `parts`, and the merge rescales them to the largest m.
-  const int64_t per = group * (Dv + 2);
+  // Flash-decoding: piece p of a unit takes its keys [k0 + n p / P, k0 + n (p + 1) / P); each
+  // piece leaves (O, m, l) in `parts`, and the merge rescales them to each row's largest m.
+  const int64_t Rmax = kTile * group, per = Rmax * (Dv + 2);
   std::vector<float> parts(static_cast<size_t>(units * splits * per));
   pool.parallel_for(units * splits, [&](int64_t i) {
-    const int64_t u = i / splits, p = i % splits, t = u / a.Hkv, g = u % a.Hkv;
-    int64_t lo, hi;
-    key_range(a, t, &lo, &hi);
-    const int64_t n = hi - lo;
     float* P = parts.data() + i * per;
-    attend_piece(a, t, g, lo + n * p / splits, lo + n * (p + 1) / splits, P, P + group * Dv, P + group * Dv + group);
+    attend_piece(a, piece(i / splits, i % splits), P, group * Dv, P + Rmax * Dv, P + Rmax * Dv + Rmax);
   });
   pool.parallel_for(units, [&](int64_t u) {
-    const int64_t t = u / a.Hkv, g = u % a.Hkv;
-    for (int64_t r = 0; r < group; ++r) {
+    const Piece pc = piece(u, 0);
+    for (int64_t r = 0; r < pc.nt * group; ++r) {
       float mx = -std::numeric_limits<float>::infinity();
-      for (int64_t p = 0; p < splits; ++p) mx = std::max(mx, parts[(u * splits + p) * per + group * Dv + r]);
-      float* O = a.out + (t * a.Hq + g * group + r) * Dv;
+      for (int64_t p = 0; p < splits; ++p) mx = std::max(mx, parts[(u * splits + p) * per + Rmax * Dv + r]);
+      float* O = out_of(pc) + (r / group) * a.Hq * Dv + (r % group) * Dv;
       std::fill(O, O + Dv, 0.f);
       float l = 0;
       for (int64_t p = 0; p < splits; ++p) {
         const float* P = parts.data() + (u * splits + p) * per;
-        const float pl = P[group * Dv + group + r];
-        if (pl == 0) continue;  // an empty piece
-        const float c = std::exp2(P[group * Dv + r] - mx);
+        const float pl = P[Rmax * Dv + Rmax + r];
+        if (pl == 0) continue;  // a piece with none of the row's keys
+        const float c = std::exp2(P[Rmax * Dv + r] - mx);
         l += c * pl;
         for (int64_t i = 0; i < Dv; ++i) O[i] += c * P[r * Dv + i];
       }
