@@ -89,3 +89,16 @@ test("paged ops reject bad shapes, dtypes and slots with one-line errors", () =>
   assert.throws(() => pagedAttention(T.full([1, 2, 8], 0), pool, pool2, i32([0], [1, 1]), T.tensor([0]), i32([0])), /tokenSeq must be a 1-D int32 tensor/);
   assert.throws(() => pagedAttention(T.full([1, 2, 8], 0), pool, pool2, i32([5], [1, 1]), i32([0]), i32([0])), /names block 5, outside the pool's 2 blocks/);
 });
+
+test("pagedKVWrite rounds to a bfloat16 pool exactly as a cast does (ties to even, NaN, infinities)", async () => {
+  const r = rng(7);
+  const special = [Number.NaN, Infinity, -Infinity, 1 + 2 ** -8, 1 + 3 * 2 ** -8, -0, 3.4e38, 1e-40];
+  const vals = Array.from({ length: 3 * 2 * 40 }, (_, i) => special[i] ?? r() * 100);
+  const k = T.tensor(vals, { shape: [3, 2, 40] }), v = T.tensor(vals.map((x) => -x), { shape: [3, 2, 40] });
+  const kPool = T.full([2, 4, 2, 40], 0, { dtype: "bfloat16" }), vPool = T.full([2, 4, 2, 40], 0, { dtype: "bfloat16" });
+  pagedKVWrite(k, v, kPool, vPool, i32([6, 1, 3]));
+  for (const [t, slot] of [6, 1, 3].entries()) {
+    assert.deepEqual(await kPool.reshape(8, 2, 40).select(0, slot).data(), await k.select(0, t).to("bfloat16").data());
+    assert.deepEqual(await vPool.reshape(8, 2, 40).select(0, slot).data(), await v.select(0, t).to("bfloat16").data());
+  }
+});

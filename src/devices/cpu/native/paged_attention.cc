@@ -29,34 +29,6 @@ namespace tsorch {
 
 namespace {
 
-// One float32 row into a pool row of `dtype` (float32, float16 or bfloat16, rounded to nearest even).
-void store_row(const float* src, void* dst, int dtype, int64_t n) {
-  if (dtype == kF32) {
-    std::memcpy(dst, src, sizeof(float) * n);
-  } else if (dtype == kBF16) {
-    uint16_t* d = static_cast<uint16_t*>(dst);
-    for (int64_t i = 0; i < n; ++i) d[i] = f32_to_bf16(src[i]);
-  } else {
-    uint16_t* d = static_cast<uint16_t*>(dst);
-    for (int64_t i = 0; i < n; ++i) d[i] = f32_to_f16(src[i]);
-  }
-}
-
-}  // namespace
-
-void paged_kv_write(const float* k, const float* v, void* k_cache, void* v_cache, int kv_dtype,
-                    const int32_t* slots, int64_t T, int64_t k_row, int64_t v_row) {
-  const int64_t es = dtype_size(kv_dtype);
-  char* kc = static_cast<char*>(k_cache);
-  char* vc = static_cast<char*>(v_cache);
-  for (int64_t t = 0; t < T; ++t) {
-    store_row(k + t * k_row, kc + slots[t] * k_row * es, kv_dtype, k_row);
-    store_row(v + t * v_row, vc + slots[t] * v_row * es, kv_dtype, v_row);
-  }
-}
-
-namespace {
-
 // The piece kernel is compiled for AVX-512, AVX2+FMA and the baseline, chosen at load time
 // (GCC's target_clones on x86-64; elsewhere the baseline only).
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
@@ -144,6 +116,45 @@ inline const float* row_f32(const char* src, int dtype, float* buf, int64_t n) {
   }
   return buf;
 }
+
+// One float32 row into a pool row of `dtype` (float32, float16 or bfloat16, rounded to nearest
+// even; a NaN stays a quiet NaN).
+TSORCH_ISA_CLONES
+void store_row(const float* src, void* dst, int dtype, int64_t n) {
+  if (dtype == kF32) {
+    std::memcpy(dst, src, sizeof(float) * n);
+  } else if (dtype == kBF16) {
+    uint16_t* d = static_cast<uint16_t*>(dst);
+    int64_t i = 0;
+    for (; i + kW <= n; i += kW) {
+      u32x16 u;
+      std::memcpy(&u, src + i, sizeof u);
+      const u32x16 nan = (u & 0x7fffffffu) > 0x7f800000u;
+      const u32x16 r = (nan & (u | 0x400000u)) | (~nan & (u + 0x7fffu + ((u >> 16) & 1u)));
+      const u16x16 h = __builtin_convertvector(r >> 16, u16x16);
+      std::memcpy(d + i, &h, sizeof h);
+    }
+    for (; i < n; ++i) d[i] = f32_to_bf16(src[i]);
+  } else {
+    uint16_t* d = static_cast<uint16_t*>(dst);
+    for (int64_t i = 0; i < n; ++i) d[i] = f32_to_f16(src[i]);
+  }
+}
+
+}  // namespace
+
+void paged_kv_write(const float* k, const float* v, void* k_cache, void* v_cache, int kv_dtype,
+                    const int32_t* slots, int64_t T, int64_t k_row, int64_t v_row) {
+  const int64_t es = dtype_size(kv_dtype);
+  char* kc = static_cast<char*>(k_cache);
+  char* vc = static_cast<char*>(v_cache);
+  parallel_rows(T, 4.0 * (k_row + v_row), [&](int64_t t) {
+    store_row(k + t * k_row, kc + slots[t] * k_row * es, kv_dtype, k_row);
+    store_row(v + t * v_row, vc + slots[t] * v_row * es, kv_dtype, v_row);
+  });
+}
+
+namespace {
 
 // Keys per online-softmax step (a multiple of 4 and of kW): a chunk's scores stay in L1.
 constexpr int64_t kChunk = 64;
