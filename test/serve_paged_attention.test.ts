@@ -21,7 +21,8 @@ function rng(seed: number): () => number {
 const randn = (r: () => number, shape: number[]) => T.tensor(Array.from({ length: shape.reduce((a, b) => a * b, 1) }, r), { shape });
 const i32 = (xs: number[], shape = [xs.length]) => T.tensor(xs, { dtype: "int32", shape });
 
-interface Case { Hq: number; Hkv: number; D: number; bs: number; lens: number[]; window?: number; softcap?: number; pool?: "bfloat16" | "float16" }
+/** `run`: each sequence also queries its last `run` positions in order (a prefill chunk). */
+interface Case { Hq: number; Hkv: number; D: number; bs: number; lens: number[]; window?: number; softcap?: number; pool?: "bfloat16" | "float16"; run?: number }
 
 async function check(device: Device, c: Case, tol: number): Promise<void> {
   const r = rng(c.lens.length * 31 + c.D);
@@ -44,6 +45,7 @@ async function check(device: Device, c: Case, tol: number): Promise<void> {
   const tokens: [number, number][] = [];
   c.lens.forEach((l, s) => tokens.push([s, l - 1], [s, Math.floor(l / 2)], [s, 0]));
   tokens.reverse();
+  c.lens.forEach((l, s) => { for (let p = Math.max(0, l - (c.run ?? 0)); p < l; p++) tokens.push([s, p]); });
   const q = randn(r, [tokens.length, c.Hq, c.D]);
   const flat = tables.flatMap((t) => [...t, ...new Array<number>(width - t.length).fill(0)]);
   const out = pagedAttention(q.to(device), kPool, vPool, i32(flat, [S, width]).to(device), i32(tokens.map((t) => t[0])).to(device), i32(tokens.map((t) => t[1])).to(device), { window: c.window, softcap: c.softcap });
@@ -59,11 +61,14 @@ async function check(device: Device, c: Case, tol: number): Promise<void> {
 }
 
 const CASES: [string, Case][] = [
-  ["grouped heads 4/2, block size 4, ragged lengths", { Hq: 4, Hkv: 2, D: 8, bs: 4, lens: [1, 5, 13, 16] }],
+  ["grouped heads 4/2, block size 4, ragged lengths, prefill runs", { Hq: 4, Hkv: 2, D: 8, bs: 4, lens: [1, 5, 13, 16], run: 11 }],
   ["one head per kv head, block size 16, a long sequence", { Hq: 2, Hkv: 2, D: 16, bs: 16, lens: [70, 3] }],
   ["sliding window 5 and soft-capping", { Hq: 6, Hkv: 3, D: 8, bs: 4, lens: [11, 9], window: 5, softcap: 2 }],
   ["bfloat16 pools (a bfloat16 model's KV cache), grouped heads", { Hq: 4, Hkv: 2, D: 16, bs: 4, lens: [3, 18], pool: "bfloat16" }],
   ["float16 pools, sliding window", { Hq: 2, Hkv: 1, D: 8, bs: 8, lens: [20, 7], window: 6, pool: "float16" }],
+  ["Qwen3-0.6B's heads (16 of 128 over 8 kv heads), bfloat16 pools, 300 positions", { Hq: 16, Hkv: 8, D: 128, bs: 16, lens: [300, 37], pool: "bfloat16", run: 20 }],
+  ["one kv head over 700 positions (keys split over threads), head size 20 (vector tail)", { Hq: 4, Hkv: 1, D: 20, bs: 16, lens: [700] }],
+  ["keys split over threads with a sliding window of 600, soft-capping and a prefill run", { Hq: 2, Hkv: 1, D: 32, bs: 16, lens: [900], window: 600, softcap: 3, run: 12 }],
 ];
 
 for (const [name, c] of CASES) {
@@ -83,4 +88,17 @@ test("paged ops reject bad shapes, dtypes and slots with one-line errors", () =>
   assert.throws(() => pagedKVWrite(T.full([1, 1, 8], 0), T.full([1, 1, 8], 0), pool, pool2, i32([8])), /slot 8 of token 0 is outside the pool's 8 slots/);
   assert.throws(() => pagedAttention(T.full([1, 2, 8], 0), pool, pool2, i32([0], [1, 1]), T.tensor([0]), i32([0])), /tokenSeq must be a 1-D int32 tensor/);
   assert.throws(() => pagedAttention(T.full([1, 2, 8], 0), pool, pool2, i32([5], [1, 1]), i32([0]), i32([0])), /names block 5, outside the pool's 2 blocks/);
+});
+
+test("pagedKVWrite rounds to a bfloat16 pool exactly as a cast does (ties to even, NaN, infinities)", async () => {
+  const r = rng(7);
+  const special = [Number.NaN, Infinity, -Infinity, 1 + 2 ** -8, 1 + 3 * 2 ** -8, -0, 3.4e38, 1e-40];
+  const vals = Array.from({ length: 3 * 2 * 40 }, (_, i) => special[i] ?? r() * 100);
+  const k = T.tensor(vals, { shape: [3, 2, 40] }), v = T.tensor(vals.map((x) => -x), { shape: [3, 2, 40] });
+  const kPool = T.full([2, 4, 2, 40], 0, { dtype: "bfloat16" }), vPool = T.full([2, 4, 2, 40], 0, { dtype: "bfloat16" });
+  pagedKVWrite(k, v, kPool, vPool, i32([6, 1, 3]));
+  for (const [t, slot] of [6, 1, 3].entries()) {
+    assert.deepEqual(await kPool.reshape(8, 2, 40).select(0, slot).data(), await k.select(0, t).to("bfloat16").data());
+    assert.deepEqual(await vPool.reshape(8, 2, 40).select(0, slot).data(), await v.select(0, t).to("bfloat16").data());
+  }
 });

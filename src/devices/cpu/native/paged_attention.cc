@@ -2,46 +2,142 @@
 // each sequence's blocks named by its block table, and a ragged batch of query tokens.
 //
 // The pools hold float32, float16 or bfloat16 (a half-precision KV cache, as the model's dtype).
-// paged_kv_write copies each new token's key/value rows to its slot. paged_attention runs one task
-// per (query token, kv head): the query rows of that kv head's group (contiguous in q) take their
-// scores against each key row read in place from its block, softmax, then accumulate the value rows.
+// paged_kv_write copies each new token's key/value rows to its slot. paged_attention splits the
+// work into pieces of (query token, kv head, range of key positions): a piece reads each key and
+// value row of its range once, in place from its block, for the kv head's group of query rows
+// (contiguous in q), with an online softmax (running max and sum per query row, FlashAttention's
+// recurrence) over chunks of keys. Many tokens x kv heads (a serving decode step) run one piece
+// each over the thread pool; fewer (one sequence decoding) also split the keys (flash-decoding)
+// and merge the pieces' partial results.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <vector>
 
 #include "dtype.h"
 #include "gemm.h"
 #include "ops.h"
 #include "thread_pool.h"
 
+// The 16-float vectors below are GCC/Clang vector extensions: one zmm register on AVX-512, two
+// ymm on AVX2, four xmm on the baseline. They never cross a function boundary (all helpers
+// inline), so the ABI note GCC prints for them does not apply.
+#pragma GCC diagnostic ignored "-Wpsabi"
+
 namespace tsorch {
 
 namespace {
 
-// One float32 row into a pool row of `dtype` (float32, float16 or bfloat16, rounded to nearest even).
+// The piece kernel is compiled for AVX-512, AVX2+FMA and the baseline, chosen at load time
+// (GCC's target_clones on x86-64; elsewhere the baseline only).
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define TSORCH_ISA_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define TSORCH_ISA_CLONES
+#endif
+
+typedef float f32x16 __attribute__((vector_size(64)));
+typedef float f32x8 __attribute__((vector_size(32)));
+typedef float f32x4 __attribute__((vector_size(16)));
+typedef int32_t i32x16 __attribute__((vector_size(64)));
+typedef uint16_t u16x16 __attribute__((vector_size(32)));
+typedef uint32_t u32x16 __attribute__((vector_size(64)));
+constexpr int64_t kW = 16;  // floats per vector
+
+inline f32x16 load16(const float* p) { f32x16 v; std::memcpy(&v, p, sizeof v); return v; }
+inline void store16(float* p, const f32x16& v) { std::memcpy(p, &v, sizeof v); }
+
+inline float hsum(const f32x16& v) {
+  f32x8 lo, hi;
+  std::memcpy(&lo, &v, sizeof lo);
+  std::memcpy(&hi, reinterpret_cast<const char*>(&v) + sizeof lo, sizeof hi);
+  const f32x8 s8 = lo + hi;
+  f32x4 a, b;
+  std::memcpy(&a, &s8, sizeof a);
+  std::memcpy(&b, reinterpret_cast<const char*>(&s8) + sizeof a, sizeof b);
+  const f32x4 s4 = a + b;
+  return (s4[0] + s4[2]) + (s4[1] + s4[3]);
+}
+
+// 2^x for x <= 0 (x < -126 gives 2^-126; NaN stays NaN): 2^n 2^f with n = round(x), |f| <= 1/2,
+// 2^f by Cephes' exp2f polynomial (relative error ~2e-7).
+inline f32x16 exp2_16(const f32x16& v) {
+  const i32x16 low = v < -126.f;
+  const f32x16 x = (f32x16)((low & (i32x16)(f32x16{} - 126.f)) | (~low & (i32x16)v));
+  const f32x16 n = (x + 12582912.f) - 12582912.f;  // round to nearest (1.5 * 2^23)
+  const f32x16 f = x - n;
+  f32x16 p = 1.535336188319500e-4f * f + 1.339887440266574e-3f;
+  p = p * f + 9.618437357674640e-3f;
+  p = p * f + 5.550332471162809e-2f;
+  p = p * f + 2.402264791363012e-1f;
+  p = p * f + 6.931472028550421e-1f;
+  p = p * f + 1.f;
+  const i32x16 e = (__builtin_convertvector(n, i32x16) + 127) << 23;
+  return p * (f32x16)e;
+}
+
+// s[j] = q . k_j for four key rows k_j (n floats each): four independent vector accumulators.
+inline void dot4(const float* q, const float* k0, const float* k1, const float* k2, const float* k3, int64_t n, float* s) {
+  f32x16 a0 = {}, a1 = {}, a2 = {}, a3 = {};
+  int64_t i = 0;
+  for (; i + kW <= n; i += kW) {
+    const f32x16 x = load16(q + i);
+    a0 += x * load16(k0 + i), a1 += x * load16(k1 + i), a2 += x * load16(k2 + i), a3 += x * load16(k3 + i);
+  }
+  float s0 = hsum(a0), s1 = hsum(a1), s2 = hsum(a2), s3 = hsum(a3);
+  for (; i < n; ++i) s0 += q[i] * k0[i], s1 += q[i] * k1[i], s2 += q[i] * k2[i], s3 += q[i] * k3[i];
+  s[0] = s0, s[1] = s1, s[2] = s2, s[3] = s3;
+}
+
+// y += c0 x0 + c1 x1 + c2 x2 + c3 x3 over n floats.
+inline void axpy4(const float* c, const float* x0, const float* x1, const float* x2, const float* x3, float* y, int64_t n) {
+  int64_t i = 0;
+  for (; i + kW <= n; i += kW)
+    store16(y + i, load16(y + i) + c[0] * load16(x0 + i) + c[1] * load16(x1 + i) + c[2] * load16(x2 + i) + c[3] * load16(x3 + i));
+  for (; i < n; ++i) y[i] += c[0] * x0[i] + c[1] * x1[i] + c[2] * x2[i] + c[3] * x3[i];
+}
+
+// A pool row of `dtype` as float32: the row itself (float32), or converted into `buf`.
+inline const float* row_f32(const char* src, int dtype, float* buf, int64_t n) {
+  if (dtype == kF32) return reinterpret_cast<const float*>(src);
+  const uint16_t* s = reinterpret_cast<const uint16_t*>(src);
+  int64_t i = 0;
+  if (dtype == kBF16) {
+    for (; i + kW <= n; i += kW) {  // bfloat16 is the high half of a float32
+      u16x16 h;
+      std::memcpy(&h, s + i, sizeof h);
+      const u32x16 w = __builtin_convertvector(h, u32x16) << 16;
+      std::memcpy(buf + i, &w, sizeof w);
+    }
+    for (; i < n; ++i) buf[i] = bf16_to_f32(s[i]);
+  } else {
+    for (; i < n; ++i) buf[i] = f16_to_f32(s[i]);
+  }
+  return buf;
+}
+
+// One float32 row into a pool row of `dtype` (float32, float16 or bfloat16, rounded to nearest
+// even; a NaN stays a quiet NaN).
+TSORCH_ISA_CLONES
 void store_row(const float* src, void* dst, int dtype, int64_t n) {
   if (dtype == kF32) {
     std::memcpy(dst, src, sizeof(float) * n);
   } else if (dtype == kBF16) {
     uint16_t* d = static_cast<uint16_t*>(dst);
-    for (int64_t i = 0; i < n; ++i) d[i] = f32_to_bf16(src[i]);
+    int64_t i = 0;
+    for (; i + kW <= n; i += kW) {
+      u32x16 u;
+      std::memcpy(&u, src + i, sizeof u);
+      const u32x16 nan = (u & 0x7fffffffu) > 0x7f800000u;
+      const u32x16 r = (nan & (u | 0x400000u)) | (~nan & (u + 0x7fffu + ((u >> 16) & 1u)));
+      const u16x16 h = __builtin_convertvector(r >> 16, u16x16);
+      std::memcpy(d + i, &h, sizeof h);
+    }
+    for (; i < n; ++i) d[i] = f32_to_bf16(src[i]);
   } else {
     uint16_t* d = static_cast<uint16_t*>(dst);
     for (int64_t i = 0; i < n; ++i) d[i] = f32_to_f16(src[i]);
-  }
-}
-
-// A pool row of `dtype` into float32.
-void load_row(const void* src, int dtype, float* dst, int64_t n) {
-  if (dtype == kF32) {
-    std::memcpy(dst, src, sizeof(float) * n);
-  } else if (dtype == kBF16) {
-    const uint16_t* s = static_cast<const uint16_t*>(src);
-    for (int64_t i = 0; i < n; ++i) dst[i] = bf16_to_f32(s[i]);
-  } else {
-    const uint16_t* s = static_cast<const uint16_t*>(src);
-    for (int64_t i = 0; i < n; ++i) dst[i] = f16_to_f32(s[i]);
   }
 }
 
@@ -52,104 +148,196 @@ void paged_kv_write(const float* k, const float* v, void* k_cache, void* v_cache
   const int64_t es = dtype_size(kv_dtype);
   char* kc = static_cast<char*>(k_cache);
   char* vc = static_cast<char*>(v_cache);
-  for (int64_t t = 0; t < T; ++t) {
+  parallel_rows(T, 4.0 * (k_row + v_row), [&](int64_t t) {
     store_row(k + t * k_row, kc + slots[t] * k_row * es, kv_dtype, k_row);
     store_row(v + t * v_row, vc + slots[t] * v_row * es, kv_dtype, v_row);
-  }
+  });
 }
 
 namespace {
 
-// The inner loops below are compiled for AVX-512, AVX2+FMA and the baseline, chosen at load time
-// (GCC's target_clones on x86-64; elsewhere the baseline only).
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define TSORCH_ISA_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-#else
-#define TSORCH_ISA_CLONES
-#endif
+// Keys per online-softmax step (a multiple of 4 and of kW): a chunk's scores stay in L1.
+constexpr int64_t kChunk = 64;
+// Query tokens per tile at most: consecutive positions of one sequence (a prefill chunk) share
+// each key and value row read.
+constexpr int64_t kTile = 8;
+constexpr float kLog2e = 1.4426950408889634f;
 
-// s[r] = q_r . k for the `rows` query rows q (row stride d), over d floats, in 16 independent
-// partial sums per row (vectorizable without reassociation).
+// Query tokens [t0, t0 + nt) (one sequence, consecutive positions), kv head g, keys [k0, k1).
+struct Piece {
+  int64_t t0, nt, g, k0, k1;
+};
+
+// Key positions [lo, hi) that token t sees.
+inline void key_range(const PagedAttentionArgs& a, int64_t t, int64_t* lo, int64_t* hi) {
+  *hi = int64_t(a.pos[t]) + 1;
+  *lo = a.window > 0 ? std::max<int64_t>(0, *hi - a.window) : 0;
+}
+
+// One piece over its R = nt * group query rows (row r: token t0 + r / group, query head
+// g * group + r % group). Leaves in O (row r at O + (r / group) * ostride + (r % group) * Dv) the
+// unnormalized sum of 2^(s - m) v over the keys the row sees within [k0, k1), in m [R] the
+// running max of its scores s (in log2 units: scores times log2(e)) and in l [R] the sum of
+// 2^(s - m) (no key seen: m = -inf, l = 0, O = 0).
 TSORCH_ISA_CLONES
-void dots(const float* q, int64_t rows, const float* k, int64_t d, float* s, int64_t s_stride) {
-  for (int64_t r = 0; r < rows; ++r) {
-    const float* a = q + r * d;
-    float acc[16] = {0};
-    int64_t i = 0;
-    for (; i + 16 <= d; i += 16)
-      for (int u = 0; u < 16; ++u) acc[u] += a[i + u] * k[i + u];
-    for (; i < d; ++i) acc[i % 16] += a[i] * k[i];
-    for (int w = 8; w > 0; w /= 2)
-      for (int u = 0; u < w; ++u) acc[u] += acc[u + w];
-    s[r * s_stride] = acc[0];
+void attend_piece(const PagedAttentionArgs& a, const Piece& pc, float* O, int64_t ostride, float* m, float* l) {
+  const int64_t group = a.Hq / a.Hkv, D = a.D, Dv = a.Dv, R = pc.nt * group;
+  const int64_t es = dtype_size(a.kv_dtype), kstride = a.Hkv * D * es, vstride = a.Hkv * Dv * es;
+  const char* kc = static_cast<const char*>(a.k_cache) + pc.g * D * es;
+  const char* vc = static_cast<const char*>(a.v_cache) + pc.g * Dv * es;
+  const int32_t* table = a.tables + int64_t(a.seq[pc.t0]) * a.max_blocks;
+  const int64_t dmax = std::max(D, Dv);
+  float* S = thread_scratch(3, R * kChunk + 4 * dmax + 2 * (kChunk + 2 * R));
+  float* rows = S + R * kChunk;  // four key or value rows as float32
+  int64_t* slot = reinterpret_cast<int64_t*>(rows + 4 * dmax);  // the chunk's slots (pool rows)
+  int64_t* lo = slot + kChunk;  // each row's key range [lo, hi)
+  int64_t* hi = lo + R;
+  const auto q_row = [&](int64_t r) { return a.q + ((pc.t0 + r / group) * a.Hq + pc.g * group + r % group) * D; };
+  const auto o_row = [&](int64_t r) { return O + (r / group) * ostride + (r % group) * Dv; };
+  for (int64_t r = 0; r < R; ++r) {
+    key_range(a, pc.t0 + r / group, lo + r, hi + r);
+    lo[r] = std::max(lo[r], pc.k0), hi[r] = std::min(hi[r], pc.k1);
+    std::fill(o_row(r), o_row(r) + Dv, 0.f);
+    m[r] = -std::numeric_limits<float>::infinity(), l[r] = 0.f;
+  }
+  // Four rows from chunk index j on (indices past n repeat the last row; their scores are 0).
+  const auto four = [&](const char* pool, int64_t stride, int64_t n, int64_t len, int64_t j, const float** r4) {
+    for (int u = 0; u < 4; ++u)
+      r4[u] = row_f32(pool + slot[std::min(j + u, n - 1)] * stride, a.kv_dtype, rows + u * dmax, len);
+  };
+  const float mul = a.softcap > 0 ? a.scale / a.softcap : a.scale * kLog2e;
+  for (int64_t c0 = pc.k0; c0 < pc.k1; c0 += kChunk) {
+    const int64_t n = std::min(kChunk, pc.k1 - c0), nv = (n + kW - 1) / kW * kW;
+    for (int64_t j = 0, b = c0 / a.bs, off = c0 % a.bs; j < n; ++j) {
+      slot[j] = int64_t(table[b]) * a.bs + off;
+      if (++off == a.bs) off = 0, ++b;
+    }
+    // The chunk's rows sit a pool row apart (all kv heads interleaved): ask for them all now, so
+    // their cache misses overlap (keys to L1, values, used after the softmax, to L2).
+    for (int64_t j = 0; j < n; ++j)
+      for (int64_t i = 0; i < D * es; i += 64) __builtin_prefetch(kc + slot[j] * kstride + i, 0, 3);
+    for (int64_t j = 0; j < n; ++j)
+      for (int64_t i = 0; i < Dv * es; i += 64) __builtin_prefetch(vc + slot[j] * vstride + i, 0, 2);
+    const float* r4[4];
+    for (int64_t j = 0; j < n; j += 4) {
+      four(kc, kstride, n, D, j, r4);
+      for (int64_t r = 0; r < R; ++r) dot4(q_row(r), r4[0], r4[1], r4[2], r4[3], D, S + r * kChunk + j);
+    }
+    for (int64_t r = 0; r < R; ++r) {
+      float* s = S + r * kChunk;
+      // The keys of this chunk the row sees: [j0, j1).
+      const int64_t j0 = std::clamp(lo[r] - c0, int64_t(0), n), j1 = std::clamp(hi[r] - c0, j0, n);
+      if (j0 == j1) {
+        std::fill(s, s + nv, 0.f);
+        continue;
+      }
+      for (int64_t j = j0; j < j1; ++j) s[j] *= mul;
+      if (a.softcap > 0)
+        for (int64_t j = j0; j < j1; ++j) s[j] = a.softcap * kLog2e * std::tanh(s[j]);
+      float mx = m[r];
+      for (int64_t j = j0; j < j1; ++j) mx = s[j] > mx ? s[j] : mx;
+      const float alpha = std::exp2(m[r] - mx);  // 0 on the row's first keys (m = -inf)
+      for (int64_t j = 0; j < nv; j += kW) store16(s + j, exp2_16(load16(s + j) - mx));
+      std::fill(s, s + j0, 0.f);  // keys the row does not see, lanes past the chunk
+      std::fill(s + j1, s + nv, 0.f);
+      f32x16 sum = {};
+      for (int64_t j = 0; j < nv; j += kW) sum += load16(s + j);
+      l[r] = l[r] * alpha + hsum(sum);
+      m[r] = mx;
+      if (alpha != 1.f)
+        for (float *y = o_row(r), *e = y + Dv; y < e; ++y) *y *= alpha;
+    }
+    for (int64_t j = 0; j < n; j += 4) {
+      four(vc, vstride, n, Dv, j, r4);
+      for (int64_t r = 0; r < R; ++r) axpy4(S + r * kChunk + j, r4[0], r4[1], r4[2], r4[3], o_row(r), Dv);
+    }
   }
 }
 
-// o_r += p[r * p_stride] * v for the `rows` output rows o (row stride d).
-TSORCH_ISA_CLONES
-void axpys(const float* p, int64_t p_stride, int64_t rows, const float* v, int64_t d, float* o) {
-  for (int64_t r = 0; r < rows; ++r) {
-    const float c = p[r * p_stride];
-    float* y = o + r * d;
-    for (int64_t i = 0; i < d; ++i) y[i] += c * v[i];
-  }
-}
-
-// Scores s[0..n) of one query row -> probabilities (scale, soft-cap, softmax).
-void to_probs(float* s, int64_t n, float scale, float softcap) {
-  for (int64_t j = 0; j < n; ++j) s[j] *= scale;
-  if (softcap > 0)
-    for (int64_t j = 0; j < n; ++j) s[j] = softcap * std::tanh(s[j] / softcap);
-  float mx = -std::numeric_limits<float>::infinity();
-  for (int64_t j = 0; j < n; ++j) mx = s[j] > mx ? s[j] : mx;
-  float sum[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-  for (int64_t j = 0; j < n; ++j) sum[j % 8] += (s[j] = std::exp(s[j] - mx));
-  const float inv = 1.f / (((sum[0] + sum[1]) + (sum[2] + sum[3])) + ((sum[4] + sum[5]) + (sum[6] + sum[7])));
-  for (int64_t j = 0; j < n; ++j) s[j] *= inv;
-}
+// Keys per piece at least, when a tile's keys are split over the pool.
+constexpr int64_t kMinSplit = 256;
 
 }  // namespace
 
 void paged_attention(const PagedAttentionArgs& a) {
-  const int64_t group = a.Hq / a.Hkv, kstride = a.Hkv * a.D, vstride = a.Hkv * a.Dv;
-  const int64_t es = dtype_size(a.kv_dtype);
-  const char* kc = static_cast<const char*>(a.k_cache);
-  const char* vc = static_cast<const char*>(a.v_cache);
-  const auto task = [&](int64_t i) {
-    const int64_t t = i / a.Hkv, g = i % a.Hkv;
-    const int64_t hi = int64_t(a.pos[t]) + 1;
-    const int64_t lo = a.window > 0 ? std::max<int64_t>(0, hi - a.window) : 0, n = hi - lo;
-    const int32_t* table = a.tables + int64_t(a.seq[t]) * a.max_blocks;
-    const float* Q = a.q + (t * a.Hq + g * group) * a.D;
-    float* O = a.out + (t * a.Hq + g * group) * a.Dv;
-    // Each key and value row of this kv head is read once, straight from its block, and used by
-    // the group's query rows: S [group, n] = Q K^T row by row, then O [group, Dv] += P[:, j] V_j.
-    // (A GEMM per task, as before, spent its time packing: group is 1-8 rows.)
-    float* S = thread_scratch(3, group * n);
-    float* row = thread_scratch(1, std::max(a.D, a.Dv));
-    const auto slot_of = [&](int64_t j) { return int64_t(table[j / a.bs]) * a.bs + j % a.bs; };
-    for (int64_t j = lo; j < hi; ++j) {
-      const char* src = kc + (slot_of(j) * kstride + g * a.D) * es;
-      const float* K = a.kv_dtype == kF32 ? reinterpret_cast<const float*>(src) : (load_row(src, a.kv_dtype, row, a.D), row);
-      dots(Q, group, K, a.D, S + (j - lo), n);
-    }
-    for (int64_t r = 0; r < group; ++r) to_probs(S + r * n, n, a.scale, a.softcap);
-    std::fill(O, O + group * a.Dv, 0.f);
-    for (int64_t j = lo; j < hi; ++j) {
-      const char* src = vc + (slot_of(j) * vstride + g * a.Dv) * es;
-      const float* V = a.kv_dtype == kF32 ? reinterpret_cast<const float*>(src) : (load_row(src, a.kv_dtype, row, a.Dv), row);
-      axpys(S + (j - lo), n, group, V, a.Dv, O);
-    }
-  };
-  const int64_t tasks = a.T * a.Hkv;
+  const int64_t group = a.Hq / a.Hkv, Dv = a.Dv;
   ThreadPool& pool = ThreadPool::get();
+  // Tiles: runs of up to kTile tokens of one sequence at consecutive positions, and their keys.
+  std::vector<Piece> tiles;
   double work = 0;
-  for (int64_t t = 0; t < a.T; ++t) work += 2.0 * a.Hq * (a.pos[t] + 1) * (a.D + a.Dv);
-  if (split_count(work, pool.size()) == 1) {
-    for (int64_t i = 0; i < tasks; ++i) task(i);
-  } else {
-    pool.parallel_for(tasks, task);
+  int64_t longest = 0;
+  for (int64_t t = 0; t < a.T; ++t) {
+    int64_t lo, hi;
+    key_range(a, t, &lo, &hi);
+    work += 2.0 * a.Hq * (hi - lo) * (a.D + a.Dv);
+    Piece* last = tiles.empty() ? nullptr : &tiles.back();
+    if (last && last->nt < kTile && a.seq[t] == a.seq[t - 1] && a.pos[t] == a.pos[t - 1] + 1) {
+      ++last->nt, last->k0 = std::min(last->k0, lo), last->k1 = std::max(last->k1, hi);
+    } else {
+      tiles.push_back({t, 1, 0, lo, hi});
+    }
+    longest = std::max(longest, tiles.back().k1 - tiles.back().k0);
   }
+  const int64_t threads = split_count(work, pool.size()), units = int64_t(tiles.size()) * a.Hkv;
+  // Splits of each unit's keys: enough pieces for ~4 per thread, each of >= kMinSplit keys.
+  const int64_t splits =
+      threads == 1 ? 1 : std::max<int64_t>(1, std::min((4 * threads + units - 1) / units, longest / kMinSplit));
+  const auto piece = [&](int64_t u, int64_t p) {
+    Piece pc = tiles[u / a.Hkv];
+    pc.g = u % a.Hkv;
+    const int64_t n = pc.k1 - pc.k0, k0 = pc.k0;
+    pc.k0 = k0 + n * p / splits, pc.k1 = k0 + n * (p + 1) / splits;
+    return pc;
+  };
+  const auto out_of = [&](const Piece& pc) { return a.out + (pc.t0 * a.Hq + pc.g * group) * Dv; };
+  if (splits == 1) {
+    // One piece per unit, accumulated straight into its output rows, then normalized.
+    const auto task = [&](int64_t u) {
+      const Piece pc = piece(u, 0);
+      const int64_t R = pc.nt * group;
+      float* ml = thread_scratch(2, 2 * R);
+      float* O = out_of(pc);
+      attend_piece(a, pc, O, a.Hq * Dv, ml, ml + R);
+      for (int64_t r = 0; r < R; ++r) {
+        const float inv = 1.f / ml[R + r];
+        for (float *y = O + (r / group) * a.Hq * Dv + (r % group) * Dv, *e = y + Dv; y < e; ++y) *y *= inv;
+      }
+    };
+    if (threads == 1) {
+      for (int64_t u = 0; u < units; ++u) task(u);
+    } else {
+      pool.parallel_for(units, task);
+    }
+    return;
+  }
+  // Flash-decoding: piece p of a unit takes its keys [k0 + n p / P, k0 + n (p + 1) / P); each
+  // piece leaves (O, m, l) in `parts`, and the merge rescales them to each row's largest m.
+  const int64_t Rmax = kTile * group, per = Rmax * (Dv + 2);
+  std::vector<float> parts(static_cast<size_t>(units * splits * per));
+  pool.parallel_for(units * splits, [&](int64_t i) {
+    float* P = parts.data() + i * per;
+    attend_piece(a, piece(i / splits, i % splits), P, group * Dv, P + Rmax * Dv, P + Rmax * Dv + Rmax);
+  });
+  pool.parallel_for(units, [&](int64_t u) {
+    const Piece pc = piece(u, 0);
+    for (int64_t r = 0; r < pc.nt * group; ++r) {
+      float mx = -std::numeric_limits<float>::infinity();
+      for (int64_t p = 0; p < splits; ++p) mx = std::max(mx, parts[(u * splits + p) * per + Rmax * Dv + r]);
+      float* O = out_of(pc) + (r / group) * a.Hq * Dv + (r % group) * Dv;
+      std::fill(O, O + Dv, 0.f);
+      float l = 0;
+      for (int64_t p = 0; p < splits; ++p) {
+        const float* P = parts.data() + (u * splits + p) * per;
+        const float pl = P[Rmax * Dv + Rmax + r];
+        if (pl == 0) continue;  // a piece with none of the row's keys
+        const float c = std::exp2(P[Rmax * Dv + r] - mx);
+        l += c * pl;
+        for (int64_t i = 0; i < Dv; ++i) O[i] += c * P[r * Dv + i];
+      }
+      const float inv = 1.f / l;
+      for (int64_t i = 0; i < Dv; ++i) O[i] *= inv;
+    }
+  });
 }
 
 }  // namespace tsorch
