@@ -172,6 +172,18 @@ export interface KernelSignatures {
    * x float32 [M, K], w [N, K] as linear, bias [N] or null, residual and out contiguous float32 [M, N]
    * (out shares no storage with x, w, bias or residual). */
   linearAdd(x: TensorView, w: TensorView, bias: TensorView | null, residual: TensorView, out: TensorView): void;
+  /** outs[i] = n(x) @ ws[i]^T for linears sharing one input (made by compile/'s linear grouping, never
+   * by the front-end): x contiguous float32 [M, K]; n = rmsNorm(·, norm.weight, eps, offset) over K, or
+   * the identity when norm is null; ws[i] [N_i, K] as linear (no bias), outs[i] contiguous float32
+   * [M, N_i], sharing no storage with x, the norm weight or a weight; at most 3 weights. */
+  linearGroup(x: TensorView, norm: LinearGroupNorm | null, ws: TensorView[], outs: TensorView[]): void;
+}
+
+/** The RMS norm a linearGroup applies to its input first (rmsNorm's weight [K], eps and weight offset). */
+export interface LinearGroupNorm {
+  readonly weight: TensorView;
+  readonly eps: number;
+  readonly offset: number;
 }
 
 export type OpName = keyof KernelSignatures;

@@ -4,6 +4,7 @@ import { attentionKernels } from "./attention.js";
 import { elementwiseKernels } from "./elementwise.js";
 import { gatedDeltaKernels } from "./gated_delta.js";
 import { gatherKernels } from "./gather.js";
+import { linearGroupKernels } from "./linear_group.js";
 import { matmulKernels } from "./matmul.js";
 import { mxfp4Kernels } from "./mxfp4.js";
 import { normKernels } from "./norm.js";
@@ -17,6 +18,7 @@ export const webgpuKernels: Omit<KernelSignatures, "quantizeBlocks"> = {
   ...elementwiseKernels,
   ...reduceKernels,
   ...matmulKernels,
+  ...linearGroupKernels,
   ...attentionKernels,
   ...pagedAttentionKernels,
   ...normKernels,
