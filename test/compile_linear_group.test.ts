@@ -1,0 +1,94 @@
+/**
+ * compile's linear grouping on webgpu (compile/passes/linear_group.ts, the linearGroup kernel):
+ * adjacent linears sharing an input, with the rmsNorm before them as the group's prologue, give
+ * eager's values within 1e-4 (few rows: the fused kernel; more rows or unaligned K: the separate
+ * kernels), and a norm whose result something else reads stays its own kernel.
+ */
+import assert from "node:assert/strict";
+import { test } from "node:test";
+import * as torch from "../src/index.js";
+import type { Device } from "../src/devices/device.js";
+import { maxAbsDiff } from "./helpers/shared.js";
+import { webgpuOrSkip } from "./helpers/webgpu.js";
+
+function rand(shape: number[], seed: number, device: Device): torch.Tensor {
+  const n = shape.reduce((a, b) => a * b, 1), out = new Float32Array(n);
+  let s = seed >>> 0;
+  for (let i = 0; i < n; i++) {
+    s = (Math.imul(s, 1664525) + 1013904223) >>> 0;
+    out[i] = s / 2 ** 31 - 1;
+  }
+  return torch.tensor(out, { shape, device });
+}
+
+async function close(a: torch.Tensor[], b: torch.Tensor[], what: string): Promise<void> {
+  assert.equal(a.length, b.length, what);
+  for (const [i, t] of a.entries()) {
+    assert.deepEqual(t.shape, b[i].shape, `${what}[${i}]: shape`);
+    const d = maxAbsDiff(Array.from(await t.data(), Number), Array.from(await b[i].data(), Number));
+    assert.ok(d <= 1e-4, `${what}[${i}]: max |compiled - eager| = ${d}`);
+  }
+}
+
+/** The kernel calls compile logged (TSORCH_LOGS=graph) for the first call of `f`. */
+function kernelCalls(f: () => void): number {
+  const logged: string[] = [];
+  const original = console.error, before = process.env.TSORCH_LOGS;
+  process.env.TSORCH_LOGS = "graph";
+  console.error = (...a: unknown[]) => { logged.push(a.join(" ")); };
+  try {
+    f();
+  } finally {
+    console.error = original;
+    if (before === undefined) delete process.env.TSORCH_LOGS;
+    else process.env.TSORCH_LOGS = before;
+  }
+  const m = /: (\d+) kernel calls/.exec(logged.join("\n"));
+  assert.ok(m, logged.join("\n"));
+  return Number(m[1]);
+}
+
+test("compile: on webgpu, a norm and the linears reading it run as one linearGroup, within 1e-4 of eager", async (t) => {
+  const dev = await webgpuOrSkip(t);
+  if (!dev) return;
+  // q/k/v after an input norm (Gemma's weight offset 1 in one case); K 22 is not a multiple of 4 (separate kernels).
+  const qkv = (offset: number) => (x: torch.Tensor, g: torch.Tensor, ...ws: torch.Tensor[]) => {
+    const h = torch.rmsNorm(x, g, 1e-5, offset);
+    return ws.map((w) => torch.linear(h, w));
+  };
+  for (const [rows, K, offset, seed] of [[1, 24, 0, 1], [3, 24, 1, 2], [12, 24, 0, 3], [2, 22, 0, 4]] as const) {
+    torch.compiler.reset();
+    const f = torch.compile(qkv(offset));
+    const ws = [40, 16, 16].map((n, i) => rand([n, K], seed + 10 + i, dev));
+    const g = rand([K], seed + 20, dev);
+    const x = rand([1, rows, K], seed, dev);
+    assert.equal(kernelCalls(() => f(x, g, ...ws)), 1, `${rows} rows, K ${K}: one call`);
+    const x2 = rand([1, rows, K], seed + 30, dev);
+    await close(f(x2, g, ...ws) as torch.Tensor[], qkv(offset)(x2, g, ...ws), `${rows} rows, K ${K}, offset ${offset}, replayed`);
+  }
+  // Four linears on one input without a norm: groups of at most three.
+  const four = (x: torch.Tensor, ...ws: torch.Tensor[]) => ws.map((w) => torch.linear(x, w));
+  const ws = [8, 12, 16, 20].map((n, i) => rand([n, 32], 40 + i, dev));
+  const x = rand([2, 32], 50, dev);
+  torch.compiler.reset();
+  const f4 = torch.compile(four);
+  assert.equal(kernelCalls(() => f4(x, ...ws)), 2, "four linears: two calls");
+  await close(f4(x, ...ws) as torch.Tensor[], four(x, ...ws), "four linears");
+  // The norm's result is also returned: the norm stays a kernel, the linears still group.
+  const shared = (x: torch.Tensor, g: torch.Tensor, a: torch.Tensor, b: torch.Tensor) => {
+    const h = torch.rmsNorm(x, g, 1e-6);
+    return [h, torch.linear(h, a), torch.linear(h, b)];
+  };
+  const [g, a, b] = [rand([32], 60, dev), rand([24, 32], 61, dev), rand([8, 32], 62, dev)];
+  torch.compiler.reset();
+  const fs = torch.compile(shared);
+  assert.equal(kernelCalls(() => fs(x, g, a, b)), 2, "a norm read elsewhere: norm + group");
+  await close(fs(x, g, a, b) as torch.Tensor[], shared(x, g, a, b), "norm read elsewhere");
+  // A linear reading another's result is not grouped with it.
+  const chain = (x: torch.Tensor, a: torch.Tensor, b: torch.Tensor) => torch.linear(torch.linear(x, a), b);
+  const [ca, cb] = [rand([32, 32], 70, dev), rand([16, 32], 71, dev)];
+  torch.compiler.reset();
+  const fc = torch.compile(chain);
+  assert.equal(kernelCalls(() => fc(x, ca, cb)), 2, "a chain of linears: two calls");
+  await close([fc(x, ca, cb)], [chain(x, ca, cb)], "chain");
+});
