@@ -16,6 +16,7 @@ import { eliminateDeadCode } from "./passes/dce.js";
 import { fuseLinearEpilogue } from "./passes/epilogue.js";
 import { fuseElementwise } from "./passes/fusion.js";
 import { groupLinears } from "./passes/linear_group.js";
+import { fuseRotaryKVWrite } from "./passes/rotary_kv.js";
 import { planMemory } from "./passes/memory_plan.js";
 
 /** Where a returned tensor's storage comes from on each replay. */
@@ -69,7 +70,8 @@ export class GraphProgram {
     const ops = registeredOps(device.type);
     const epilogued = ops.includes("linearAdd") ? fuseLinearEpilogue(live, outputs, temporary) : live;
     const fused = ops.includes("fusedElementwise") ? fuseElementwise(epilogued, outputs, temporary) : epilogued;
-    const kept = ops.includes("linearGroup") ? groupLinears(fused, outputs, temporary) : fused;
+    const grouped = ops.includes("linearGroup") ? groupLinears(fused, outputs, temporary) : fused;
+    const kept = ops.includes("rotaryKVWrite") ? fuseRotaryKVWrite(grouped, outputs, temporary) : grouped;
     const plan = planMemory(kept, temporary, device);
     this.info = {
       nodes: kept.length, deadNodes: cap.nodes.length - live.length, fusedNodes: live.length - kept.length,

@@ -177,6 +177,12 @@ export interface KernelSignatures {
    * the identity when norm is null; ws[i] [N_i, K] as linear (no bias), outs[i] contiguous float32
    * [M, N_i], sharing no storage with x, the norm weight or a weight; at most 3 weights. */
   linearGroup(x: TensorView, norm: LinearGroupNorm | null, ws: TensorView[], outs: TensorView[]): void;
+  /** qOut = rotary(q), and rotary(k) and v written into the pools as pagedKVWrite does (made by
+   * compile's rotary + KV-write fusion, never by the front-end): q (or null, with qOut) and k
+   * [B, L, H, D] contiguous float32 with cos/sin [B, L, R] as rotary; v [B * L, Hkv, Dv]; kCache,
+   * vCache and slots as pagedKVWrite; the rotated k itself is not stored anywhere else. */
+  rotaryKVWrite(q: TensorView | null, qOut: TensorView | null, k: TensorView, v: TensorView, cos: TensorView, sin: TensorView,
+    kCache: TensorView, vCache: TensorView, slots: TensorView): void;
 }
 
 /** The RMS norm a linearGroup applies to its input first (rmsNorm's weight [K], eps and weight offset). */

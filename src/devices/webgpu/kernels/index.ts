@@ -11,6 +11,7 @@ import { normKernels } from "./norm.js";
 import { pagedAttentionKernels } from "./paged_attention.js";
 import { quantLinearKernels } from "./quant_linear.js";
 import { reduceKernels } from "./reduce.js";
+import { rotaryKVWriteKernels } from "./rotary_kv_write.js";
 import { sortKernels } from "./sort.js";
 import { spatialKernels } from "./spatial.js";
 
@@ -19,6 +20,7 @@ export const webgpuKernels: Omit<KernelSignatures, "quantizeBlocks"> = {
   ...reduceKernels,
   ...matmulKernels,
   ...linearGroupKernels,
+  ...rotaryKVWriteKernels,
   ...attentionKernels,
   ...pagedAttentionKernels,
   ...normKernels,
