@@ -1,13 +1,17 @@
 /**
- * compile's linear grouping on webgpu (compile/passes/linear_group.ts, the linearGroup kernel):
- * adjacent linears sharing an input, with the rmsNorm before them as the group's prologue, give
- * eager's values within 1e-4 (few rows: the fused kernel; more rows or unaligned K: the separate
- * kernels), and a norm whose result something else reads stays its own kernel.
+ * compile's decode-step fusions on webgpu against eager, within 1e-4:
+ * - linear grouping (compile/passes/linear_group.ts, the linearGroup kernel): adjacent linears
+ *   sharing an input, with the rmsNorm before them as the group's prologue (few rows: the fused
+ *   kernel; more rows or unaligned K: the separate kernels); a norm whose result something else
+ *   reads stays its own kernel;
+ * - rotary + KV write (compile/passes/rotary_kv.ts, the rotaryKVWrite kernel): q's and k's rotary
+ *   and the paged write of k and v as one call, the pools equal to eager's.
  */
 import assert from "node:assert/strict";
 import { test } from "node:test";
 import * as torch from "../src/index.js";
 import type { Device } from "../src/devices/device.js";
+import { pagedKVWrite } from "../src/tensor/paged_attention.js";
 import { maxAbsDiff } from "./helpers/shared.js";
 import { webgpuOrSkip } from "./helpers/webgpu.js";
 
@@ -91,4 +95,34 @@ test("compile: on webgpu, a norm and the linears reading it run as one linearGro
   const fc = torch.compile(chain);
   assert.equal(kernelCalls(() => fc(x, ca, cb)), 2, "a chain of linears: two calls");
   await close([fc(x, ca, cb)], [chain(x, ca, cb)], "chain");
+});
+
+test("compile: on webgpu, q's and k's rotary and the paged KV write run as one rotaryKVWrite, within 1e-4 of eager", async (t) => {
+  const dev = await webgpuOrSkip(t);
+  if (!dev) return;
+  const [Hq, Hk, D] = [4, 2, 8];
+  const step = (withQuery: boolean, keepKey: boolean) => (q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
+    slots: torch.Tensor, kc: torch.Tensor, vc: torch.Tensor) => {
+    const qr = withQuery ? torch.applyRotary(q, cos, sin) : q.mul(1);
+    const kr = torch.applyRotary(k, cos, sin);
+    pagedKVWrite(kr.reshape([k.shape[1], Hk, D]), v, kc, vc, slots);
+    return keepKey ? [qr, kr] : [qr];
+  };
+  // [L, rotary dims R, with q's rotary, k's rotated values returned too, kernel calls]
+  for (const [L, R, withQuery, keepKey, calls] of [[1, 8, true, false, 1], [5, 4, true, false, 1], [3, 8, false, false, 2], [2, 8, true, true, 3]] as const) {
+    torch.compiler.reset();
+    const f = torch.compile(step(withQuery, keepKey));
+    const args = (seed: number) => {
+      const slots = torch.tensor(Int32Array.from({ length: L }, (_, i) => (seed * 3 + i * 5) % 16), { shape: [L], dtype: "int32", device: dev });
+      return [rand([1, L, Hq, D], seed, dev), rand([1, L, Hk, D], seed + 1, dev), rand([L, Hk, D], seed + 2, dev),
+        rand([1, L, R], seed + 3, dev), rand([1, L, R], seed + 4, dev), slots] as const;
+    };
+    const pools = () => [torch.zeros([2, 8, Hk, D], { device: dev }), torch.zeros([2, 8, Hk, D], { device: dev })] as const;
+    const first = pools();
+    assert.equal(kernelCalls(() => f(...args(1), ...first)), calls, `L ${L}, R ${R}: kernel calls`);
+    const [mine, theirs] = [pools(), pools()];
+    const got = f(...args(2), ...mine) as torch.Tensor[];
+    const want = step(withQuery, keepKey)(...args(2), ...theirs);
+    await close([...got, ...mine], [...want, ...theirs], `L ${L}, R ${R}, query ${withQuery}, key kept ${keepKey}`);
+  }
 });

@@ -32,29 +32,31 @@ function rotaryKVWrite(q: TensorView | null, qOut: TensorView | null, k: TensorV
   if (dev.gpu.limits.maxStorageBuffersPerShaderStage < 9 || kCache.dtype !== "float32") return unfused(q, qOut, k, v, cos, sin, kCache, vCache, slots);
   const [, , Hk, D] = k.shape, R = cos.shape[2];
   const Hq = q ? q.shape[2] : 1;
-  const nq = q ? numel(q) : 0, nk = numel(k), nv = numel(v);
+  const nq = q && qOut ? numel(q) : 0, nk = numel(k), nv = numel(v);
   const rowK = kCache.shape[2] * kCache.shape[3], rowV = vCache.shape[2] * vCache.shape[3];
   // Q and K are read through one accessor per binding; X() picks by the range being processed.
-  const prog = dev.dispatcher.program("rotary_kv_write", ["read", "read", "read", "read", "read", "read", "write", "write", "write"], () => `${LIBRARY}
+  const withQ = q !== null && qOut !== null;
+  const access = ["read", "read", "read", "read", "read", "read", "write", "write", ...(withQ ? ["write" as const] : [])] as const;
+  const prog = dev.dispatcher.program(`rotary_kv_write:${withQ ? "q" : "-"}`, [...access], () => `${LIBRARY}
 @group(0) @binding(1) var<storage, read> Q: array<f32>;
 @group(0) @binding(2) var<storage, read> K: array<f32>;
 @group(0) @binding(3) var<storage, read> V: array<f32>;
 @group(0) @binding(4) var<storage, read> C: array<f32>;
 @group(0) @binding(5) var<storage, read> S: array<f32>;
 @group(0) @binding(6) var<storage, read> SL: array<i32>;
-@group(0) @binding(7) var<storage, read_write> QO: array<f32>;
-@group(0) @binding(8) var<storage, read_write> KC: array<f32>;
-@group(0) @binding(9) var<storage, read_write> VC: array<f32>;
+@group(0) @binding(7) var<storage, read_write> KC: array<f32>;
+@group(0) @binding(8) var<storage, read_write> VC: array<f32>;
+${withQ ? "@group(0) @binding(9) var<storage, read_write> QO: array<f32>;" : ""}
 var<private> fromQ: bool;
 fn X(i: u32) -> f32 { if (fromQ) { return Q[i]; } return K[i]; }
 ${ROTATE}
 ${entry(256)} {
   let i = group_id(wid, nwg) * 256u + lid;
   let nq = pu(0u); let nk = pu(1u); let nv = pu(2u);
-  if (i < nq) {
+  ${withQ ? `if (i < nq) {
     fromQ = true;
     QO[pu(8u) + i] = rotate(i, pu(5u), pu(7u));
-  } else if (i < nq + nk) {
+  } else ` : ""}if (i < nq + nk) {
     fromQ = false;
     let j = i - nq;
     let row = pu(16u);
@@ -67,7 +69,7 @@ ${entry(256)} {
 }`);
   const params = [nq, nk, nv, D, R, Hq, Hk, q?.offset ?? 0, qOut?.offset ?? 0, k.offset, v.offset, cos.offset, sin.offset,
     kCache.offset, vCache.offset, slots.offset, rowK, rowV];
-  const buffers = [bufferOf(q ?? k), bufferOf(k), bufferOf(v), bufferOf(cos), bufferOf(sin), bufferOf(slots), bufferOf(qOut ?? vCache), bufferOf(kCache), bufferOf(vCache)];
+  const buffers = [bufferOf(q ?? k), bufferOf(k), bufferOf(v), bufferOf(cos), bufferOf(sin), bufferOf(slots), bufferOf(kCache), bufferOf(vCache), ...(withQ ? [bufferOf(qOut)] : [])];
   dev.dispatcher.dispatch(prog, buffers, params, grid(nq + nk + nv, 256));
 }
 
