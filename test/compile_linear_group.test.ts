@@ -3,7 +3,8 @@
  * - linear grouping (compile/passes/linear_group.ts, the linearGroup kernel): adjacent linears
  *   sharing an input, with the rmsNorm before them as the group's prologue (few rows: the fused
  *   kernel; more rows or unaligned K: the separate kernels); a norm whose result something else
- *   reads stays its own kernel;
+ *   reads stays its own kernel; an elementwise chain of exactly the products (SiLU(gate) * up) as
+ *   the group's epilogue;
  * - rotary + KV write (compile/passes/rotary_kv.ts, the rotaryKVWrite kernel): q's and k's rotary
  *   and the paged write of k and v as one call, the pools equal to eager's.
  */
@@ -88,6 +89,29 @@ test("compile: on webgpu, a norm and the linears reading it run as one linearGro
   const fs = torch.compile(shared);
   assert.equal(kernelCalls(() => fs(x, g, a, b)), 2, "a norm read elsewhere: norm + group");
   await close(fs(x, g, a, b) as torch.Tensor[], shared(x, g, a, b), "norm read elsewhere");
+  // An MLP's SiLU(gate) * up after a norm: one call (the chain as the epilogue), fused and fallback shapes;
+  // a chain that also reads another tensor, or a product read twice, keeps its own kernel.
+  const mlp = (x: torch.Tensor, g: torch.Tensor, gate: torch.Tensor, up: torch.Tensor) => {
+    const h = torch.rmsNorm(x, g, 1e-5);
+    return torch.silu(torch.linear(h, gate)).mul(torch.linear(h, up));
+  };
+  const other = (x: torch.Tensor, gate: torch.Tensor, up: torch.Tensor, z: torch.Tensor) => torch.linear(x, gate).mul(torch.linear(x, up)).add(z);
+  const twice = (x: torch.Tensor, gate: torch.Tensor, up: torch.Tensor) => {
+    const p = torch.linear(x, gate);
+    return [torch.silu(p).mul(torch.linear(x, up)), p];
+  };
+  for (const [rows, K, seed] of [[1, 32, 80], [3, 32, 81], [10, 32, 82], [2, 30, 83]] as const) {
+    const [xm, gm, gate, up, z] = [rand([rows, K], seed, dev), rand([K], seed + 1, dev), rand([44, K], seed + 2, dev), rand([44, K], seed + 3, dev), rand([rows, 44], seed + 4, dev)];
+    torch.compiler.reset();
+    const fm = torch.compile(mlp), fo = torch.compile(other), ft = torch.compile(twice);
+    assert.equal(kernelCalls(() => fm(xm, gm, gate, up)), 1, `mlp, ${rows} rows, K ${K}: one call`);
+    assert.equal(kernelCalls(() => fo(xm, gate, up, z)), 2, `chain reading another tensor, ${rows} rows: group + chain`);
+    assert.equal(kernelCalls(() => ft(xm, gate, up)), 2, `product read twice, ${rows} rows: group + chain`);
+    const x2 = rand([rows, K], seed + 5, dev);
+    await close([fm(x2, gm, gate, up)], [mlp(x2, gm, gate, up)], `mlp, ${rows} rows, K ${K}`);
+    await close([fo(x2, gate, up, z)], [other(x2, gate, up, z)], `chain reading another tensor, ${rows} rows`);
+    await close(ft(x2, gate, up) as torch.Tensor[], twice(x2, gate, up), `product read twice, ${rows} rows`);
+  }
   // A linear reading another's result is not grouped with it.
   const chain = (x: torch.Tensor, a: torch.Tensor, b: torch.Tensor) => torch.linear(torch.linear(x, a), b);
   const [ca, cb] = [rand([32, 32], 70, dev), rand([16, 32], 71, dev)];

@@ -175,8 +175,10 @@ export interface KernelSignatures {
   /** outs[i] = n(x) @ ws[i]^T for linears sharing one input (made by compile/'s linear grouping, never
    * by the front-end): x contiguous float32 [M, K]; n = rmsNorm(·, norm.weight, eps, offset) over K, or
    * the identity when norm is null; ws[i] [N_i, K] as linear (no bias), outs[i] contiguous float32
-   * [M, N_i], sharing no storage with x, the norm weight or a weight; at most 3 weights. */
-  linearGroup(x: TensorView, norm: LinearGroupNorm | null, ws: TensorView[], outs: TensorView[]): void;
+   * [M, N_i], sharing no storage with x, the norm weight or a weight; at most 3 weights. With an
+   * `epilogue` (fusedElementwise's steps, input i = product i), the weights share one shape [N, K]
+   * and outs is one contiguous float32 [M, N]: the chain's value of the products. */
+  linearGroup(x: TensorView, norm: LinearGroupNorm | null, ws: TensorView[], outs: TensorView[], epilogue?: readonly FusedStep[] | null): void;
   /** qOut = rotary(q), and rotary(k) and v written into the pools as pagedKVWrite does (made by
    * compile's rotary + KV-write fusion, never by the front-end): q (or null, with qOut) and k
    * [B, L, H, D] contiguous float32 with cos/sin [B, L, R] as rotary; v [B * L, Hkv, Dv]; kCache,
