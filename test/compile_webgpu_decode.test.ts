@@ -1,12 +1,15 @@
 /**
- * compile's decode-step fusions on webgpu against eager, within 1e-4:
+ * compile's decode-step work on webgpu against eager, within 1e-4:
  * - linear grouping (compile/passes/linear_group.ts, the linearGroup kernel): adjacent linears
  *   sharing an input, with the rmsNorm before them as the group's prologue (few rows: the fused
  *   kernel; more rows or unaligned K: the separate kernels); a norm whose result something else
  *   reads stays its own kernel; an elementwise chain of exactly the products (SiLU(gate) * up) as
  *   the group's epilogue;
  * - rotary + KV write (compile/passes/rotary_kv.ts, the rotaryKVWrite kernel): q's and k's rotary
- *   and the paged write of k and v as one call, the pools equal to eager's.
+ *   and the paged write of k and v as one call, the pools equal to eager's;
+ * - staged slots (devices/webgpu/graph.ts): small inputs and outputs copied through the graph's
+ *   own buffers, so new argument tensors on every call, arguments the graph writes (also
+ *   read-modify-write) and a large argument (bound directly) all see eager's values.
  */
 import assert from "node:assert/strict";
 import { test } from "node:test";
@@ -149,4 +152,23 @@ test("compile: on webgpu, q's and k's rotary and the paged KV write run as one r
     const want = step(withQuery, keepKey)(...args(2), ...theirs);
     await close([...got, ...mine], [...want, ...theirs], `L ${L}, R ${R}, query ${withQuery}, key kept ${keepKey}`);
   }
+});
+
+test("compile: on webgpu, small arguments and results go through staged buffers; new tensors, written arguments and large ones match eager", async (t) => {
+  const dev = await webgpuOrSkip(t);
+  if (!dev) return;
+  torch.compiler.reset();
+  const f = (x: torch.Tensor, acc: torch.Tensor, out: torch.Tensor, big: torch.Tensor) => {
+    torch.copyInto(acc.add(x), acc);          // read-modify-write of a small argument
+    torch.copyInto(x.mul(3), out);            // a write into a small argument
+    return [x.add(big.narrow(0, 0, 1)), torch.sum(big, 0, true)];
+  };
+  const g = torch.compile(f);
+  for (const seed of [1, 2, 3, 4]) {
+    const args = () => [rand([1, 16], seed, dev), rand([1, 16], seed + 1, dev), torch.zeros([1, 16], { device: dev }), rand([40, 16], seed + 2, dev)] as const;
+    const [mine, theirs] = [args(), args()];
+    const got = g(...mine) as torch.Tensor[], want = f(...theirs);
+    await close([...got, mine[1], mine[2]], [...want, theirs[1], theirs[2]], `call ${seed}`);
+  }
+  assert.equal(torch.compiler.stats().cacheHits, 3);
 });
