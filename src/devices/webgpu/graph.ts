@@ -87,8 +87,9 @@ export function compileGraph(dev: WebGPUDevice, spec: GraphSpec): GraphExecutabl
       dev.dispatcher.submitGraph((encoder) => {
         for (const s of staged) encoder.copyBufferToBuffer(slots[s.slot].handle as GPUBuffer, 0, s.to, 0, s.size);
         const pass = encoder.beginComputePass();
+        let pipeline: GPUComputePipeline | null = null;
         for (const s of steps) {
-          pass.setPipeline(s.d.prog.pipeline);
+          if (s.d.prog.pipeline !== pipeline) pass.setPipeline((pipeline = s.d.prog.pipeline));
           pass.setBindGroup(0, s.group);
           pass.dispatchWorkgroups(s.d.groups[0], s.d.groups[1], s.d.groups[2]);
         }
