@@ -115,6 +115,13 @@ test("compile: on webgpu, a norm and the linears reading it run as one linearGro
     await close([fo(x2, gate, up, z)], [other(x2, gate, up, z)], `chain reading another tensor, ${rows} rows`);
     await close(ft(x2, gate, up) as torch.Tensor[], twice(x2, gate, up), `product read twice, ${rows} rows`);
   }
+  // A linear reading only the first row of the norm's result: the norm stays its own kernel.
+  const firstRow = (x: torch.Tensor, g: torch.Tensor, a: torch.Tensor) => torch.linear(torch.rmsNorm(x, g, 1e-5).narrow(0, 0, 1), a);
+  const x3 = rand([3, 32], 90, dev);
+  torch.compiler.reset();
+  const fr = torch.compile(firstRow);
+  assert.equal(kernelCalls(() => fr(x3, g, a)), 2, "a linear over part of the norm's rows: norm + linear");
+  await close([fr(x3, g, a)], [firstRow(x3, g, a)], "part of the norm's rows");
   // A linear reading another's result is not grouped with it.
   const chain = (x: torch.Tensor, a: torch.Tensor, b: torch.Tensor) => torch.linear(torch.linear(x, a), b);
   const [ca, cb] = [rand([32, 32], 70, dev), rand([16, 32], 71, dev)];

@@ -115,7 +115,8 @@ export function groupLinears(nodes: readonly GraphNode[], outputs: ReadonlySet<S
       const K = nx.shape.at(-1)!, numel = nx.shape.reduce((a, b) => a * b, 1);
       const first = groupable(nodes[i + 1]);
       const group = first && first[0].storage === y.storage ? run(i + 1, first[0], [nx.storage, weight.storage]) : [];
-      const ok = group.length > 0 && group[0][0].shape[1] === K && group[0][0].offset === y.offset && dense(nx, numel) && dense(y, numel)
+      const ok = group.length > 0 && group[0][0].shape[1] === K && group[0][0].shape[0] * K === numel && group[0][0].offset === y.offset
+        && dense(nx, numel) && dense(y, numel)
         && temporary.has(y.storage) && !outputs.has(y.storage) && readers.get(y.storage) === group.length;
       if (ok) {
         const x: TensorView = { storage: nx.storage, dtype: "float32", shape: [numel / K, K], strides: [K, 1], offset: nx.offset };

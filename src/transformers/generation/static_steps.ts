@@ -117,7 +117,9 @@ export class StaticSteps {
     const cap = this.cache.capacity, L = positions[0].length;
     const slots = positions.flatMap((r, b) => r.map((p) => b * cap + p));
     const buffers = this.cache.pools.flatMap((p) => [p.keys, p.values]);
-    return step(ids, this.int32(positions.flat(), [positions.length, L]), this.int32(slots, [slots.length]), rows, this.tables, logitRows, ...buffers);
+    // Positions and slots in one upload, passed as two views of it.
+    const both = this.int32([...positions.flat(), ...slots], [2, slots.length]);
+    return step(ids, both.select(0, 0).reshape([positions.length, L]), both.select(0, 1), rows, this.tables, logitRows, ...buffers);
   }
 
   private runPrefill(step: StaticStepFn): Tensor {

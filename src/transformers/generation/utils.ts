@@ -8,6 +8,7 @@
  */
 import { argmax } from "../../tensor/ops.js";
 import type { DType } from "../../tensor/dtype.js";
+import type { Tensor } from "../../tensor/tensor.js";
 import { KVCache } from "../cache_utils.js";
 import { positionsFromMask, type PreTrainedModel } from "../modeling_utils.js";
 import {
@@ -119,15 +120,21 @@ async function* decode(model: PreTrainedModel, s: GenerationConfig, inputIds: nu
     // so reading them overlaps the device's work; the one step queued after the last is dropped.
     // A finished row keeps being fed its own picks instead of the pad id: rows are independent,
     // and its output is the pad id either way.
+    // A read still pending when the caller stops iterating is never awaited: mark it handled.
+    const read = (t: Tensor) => {
+      const p = t.data();
+      p.catch(() => undefined);
+      return p;
+    };
     let ids = statics.prefillGreedy();
-    let pending = ids.data();
+    let pending = read(ids);
     for (let step = 0; step < steps; step++) {
       const ahead = step < steps - 1 ? statics.decodeGreedy(ids, step) : null;
       const next = accept(Array.from(await pending, Number), step);
       yield next;
       if (reasons.every(Boolean) || !ahead) break;
       ids = ahead;
-      pending = ids.data();
+      pending = read(ids);
     }
     return;
   }
