@@ -60,6 +60,7 @@ function chainOf(n: GraphNode | undefined): { steps: readonly FusedStep[]; input
   return null;
 }
 
+/** The nodes with linear groups formed (see the file comment); `temporary`: storages that die with the call. */
 export function groupLinears(nodes: readonly GraphNode[], outputs: ReadonlySet<Storage>, temporary: ReadonlySet<Storage>): GraphNode[] {
   const readers = new Map<Storage, number>();
   for (const n of nodes) for (const s of new Set(n.reads)) readers.set(s, (readers.get(s) ?? 0) + 1);

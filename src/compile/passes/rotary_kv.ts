@@ -29,6 +29,7 @@ function rotaryOf(n: GraphNode | undefined): RotaryArgs | null {
   return a.every(dense) && a[0].shape.length === 4 ? a : null;
 }
 
+/** The nodes with rotary + KV writes fused (see the file comment); `temporary`: storages that die with the call. */
 export function fuseRotaryKVWrite(nodes: readonly GraphNode[], outputs: ReadonlySet<Storage>, temporary: ReadonlySet<Storage>): GraphNode[] {
   const readers = new Map<Storage, number>();
   for (const n of nodes) for (const s of n.reads) readers.set(s, (readers.get(s) ?? 0) + 1);
