@@ -90,6 +90,23 @@ test("stories260K compiled on webgpu: eager's greedy ids, logits within 1e-4", a
   await checkStaticLogits(model, PROMPT, 1e-4, true);
 });
 
+test("stories260K compiled greedy (ids kept on the device, steps queued ahead): eager's sequences and finish reasons when rows stop at different steps", async (t) => {
+  const skip = missing(STORIES);
+  if (skip) return t.skip(skip);
+  const model = await AutoModelForCausalLM.fromPretrained(STORIES);
+  const prompts = [[0, 0, 1, 403, 407], [1, 290, 333, 261, 378]];
+  const attentionMask = prompts.map((r) => r.map((id, i) => (i < 2 && r[0] === 0 ? 0 : 1)));
+  // An EOS id that row 0 picks partway through (from a run without EOS), so the rows end at different steps.
+  const free = await model.generate(prompts, { ...GREEDY, maxNewTokens: 30, attentionMask });
+  const eos = free[0][prompts[0].length + 10];
+  for (const maxNewTokens of [1, 2, 30]) {
+    const opts = { doSample: false, eosTokenId: [eos], maxNewTokens, attentionMask, returnDictInGenerate: true as const };
+    const eager = await model.generate(prompts, opts);
+    assert.deepEqual(await model.generate(prompts, { ...opts, compile: true }), eager, `${maxNewTokens} new tokens`);
+    if (maxNewTokens === 30) assert.equal(eager.finishReason[0], "eos");
+  }
+});
+
 test("tsorch generate --compile prints eager's output (text and json)", async (t) => {
   const skip = missing(STORIES);
   if (skip) return t.skip(skip);

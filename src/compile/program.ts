@@ -15,6 +15,8 @@ import type { Leaf } from "./guards.js";
 import { eliminateDeadCode } from "./passes/dce.js";
 import { fuseLinearEpilogue } from "./passes/epilogue.js";
 import { fuseElementwise } from "./passes/fusion.js";
+import { groupLinears } from "./passes/linear_group.js";
+import { fuseRotaryKVWrite } from "./passes/rotary_kv.js";
 import { planMemory } from "./passes/memory_plan.js";
 
 /** Where a returned tensor's storage comes from on each replay. */
@@ -29,7 +31,7 @@ type Template =
 export interface GraphInfo {
   readonly nodes: number;
   readonly deadNodes: number;
-  /** Kernel calls saved by fusing elementwise chains. */
+  /** Kernel calls saved by fusion (elementwise chains, epilogues, linear groups). */
   readonly fusedNodes: number;
   readonly plannedBytes: number;
   readonly capturedBytes: number;
@@ -67,7 +69,9 @@ export class GraphProgram {
     const live = eliminateDeadCode(cap.nodes, outputs, temporary);
     const ops = registeredOps(device.type);
     const epilogued = ops.includes("linearAdd") ? fuseLinearEpilogue(live, outputs, temporary) : live;
-    const kept = ops.includes("fusedElementwise") ? fuseElementwise(epilogued, outputs, temporary) : epilogued;
+    const fused = ops.includes("fusedElementwise") ? fuseElementwise(epilogued, outputs, temporary) : epilogued;
+    const grouped = ops.includes("linearGroup") ? groupLinears(fused, outputs, temporary) : fused;
+    const kept = ops.includes("rotaryKVWrite") ? fuseRotaryKVWrite(grouped, outputs, temporary) : grouped;
     const plan = planMemory(kept, temporary, device);
     this.info = {
       nodes: kept.length, deadNodes: cap.nodes.length - live.length, fusedNodes: live.length - kept.length,

@@ -172,6 +172,26 @@ export interface KernelSignatures {
    * x float32 [M, K], w [N, K] as linear, bias [N] or null, residual and out contiguous float32 [M, N]
    * (out shares no storage with x, w, bias or residual). */
   linearAdd(x: TensorView, w: TensorView, bias: TensorView | null, residual: TensorView, out: TensorView): void;
+  /** outs[i] = n(x) @ ws[i]^T for linears sharing one input (made by compile/'s linear grouping, never
+   * by the front-end): x contiguous float32 [M, K]; n = rmsNorm(·, norm.weight, eps, offset) over K, or
+   * the identity when norm is null; ws[i] [N_i, K] as linear (no bias), outs[i] contiguous float32
+   * [M, N_i], sharing no storage with x, the norm weight or a weight; at most 3 weights. With an
+   * `epilogue` (fusedElementwise's steps, input i = product i), the weights share one shape [N, K]
+   * and outs is one contiguous float32 [M, N]: the chain's value of the products. */
+  linearGroup(x: TensorView, norm: LinearGroupNorm | null, ws: TensorView[], outs: TensorView[], epilogue?: readonly FusedStep[] | null): void;
+  /** qOut = rotary(q), and rotary(k) and v written into the pools as pagedKVWrite does (made by
+   * compile's rotary + KV-write fusion, never by the front-end): q (or null, with qOut) and k
+   * [B, L, H, D] contiguous float32 with cos/sin [B, L, R] as rotary; v [B * L, Hkv, Dv]; kCache,
+   * vCache and slots as pagedKVWrite; the rotated k itself is not stored anywhere else. */
+  rotaryKVWrite(q: TensorView | null, qOut: TensorView | null, k: TensorView, v: TensorView, cos: TensorView, sin: TensorView,
+    kCache: TensorView, vCache: TensorView, slots: TensorView): void;
+}
+
+/** The RMS norm a linearGroup applies to its input first (rmsNorm's weight [K], eps and weight offset). */
+export interface LinearGroupNorm {
+  readonly weight: TensorView;
+  readonly eps: number;
+  readonly offset: number;
 }
 
 export type OpName = keyof KernelSignatures;

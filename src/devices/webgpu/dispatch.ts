@@ -16,6 +16,8 @@ export type Access = "read" | "write";
 export interface Program {
   readonly pipeline: GPUComputePipeline;
   readonly layout: GPUBindGroupLayout;
+  /** How each storage binding (1, 2, …) is accessed. */
+  readonly access: readonly Access[];
 }
 
 /** u32 words of each dispatch's parameter block. */
@@ -74,7 +76,7 @@ export class Dispatcher {
       const layout = this.layout(access);
       const module = this.device.createShaderModule({ code: code(), label: key });
       const pipeline = this.device.createComputePipeline({ layout: layout.pipeline, compute: { module, entryPoint: "main" }, label: key });
-      prog = { pipeline, layout: layout.group };
+      prog = { pipeline, layout: layout.group, access: [...access] };
       this.programs.set(key, prog);
     }
     return prog;

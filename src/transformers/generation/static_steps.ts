@@ -13,8 +13,11 @@
  * - Left-padded batch rows are placed without their padding (row b's tokens at 0..n_b - 1).
  * - The cache capacity is a power of two too (prompt bucket + new tokens), so generations of
  *   similar lengths reuse the same decode graph.
+ * - Greedy steps (prefillGreedy/decodeGreedy) take the argmax inside the step, so the picked ids
+ *   [B, 1] int64 stay on the device and feed the next step directly (see generation/utils.ts).
  */
 import { compile } from "../../compile/index.js";
+import { argmax } from "../../tensor/ops.js";
 import { Module } from "../../nn/module.js";
 import { fromBytes } from "../../tensor/creation.js";
 import type { DType } from "../../tensor/dtype.js";
@@ -51,7 +54,8 @@ export function promptBucket(n: number): number {
  * `dtype`: a pure function of its tensors and the model's parameters.
  */
 export class StaticStep extends Module {
-  constructor(readonly model: PreTrainedModel, private readonly dtype: DType) {
+  /** `greedy`: return the argmax ids [B, 1] int64 of the logits instead of the logits. */
+  constructor(readonly model: PreTrainedModel, private readonly dtype: DType, private readonly greedy = false) {
     super();
     this.module("model", model);
   }
@@ -60,20 +64,22 @@ export class StaticStep extends Module {
     const pools = Array.from({ length: buffers.length / 2 }, (_, i) => ({ keys: buffers[2 * i], values: buffers[2 * i + 1] }));
     const cache = new StaticKVCache(pools, this.dtype);
     cache.bind({ positions, slots, rows, tables });
-    return this.model.forward({ inputIds: ids, positionIds: [], attentionMask: null, cache, positions, logitsRows: logitRows });
+    const logits = this.model.forward({ inputIds: ids, positionIds: [], attentionMask: null, cache, positions, logitsRows: logitRows });
+    return this.greedy ? argmax(logits, -1) : logits;
   };
 }
 
-/** One step function per (model, wrapper, cache dtype), so a compiler's graph cache lives as long as the model. */
-const stepFunctions = new WeakMap<PreTrainedModel, Map<StepWrapper, Map<DType, StaticStepFn>>>();
+/** One step function per (model, wrapper, cache dtype, greedy), so a compiler's graph cache lives as long as the model. */
+const stepFunctions = new WeakMap<PreTrainedModel, Map<StepWrapper, Map<string, StaticStepFn>>>();
 
-function cachedStep(model: PreTrainedModel, wrap: StepWrapper, dtype: DType): StaticStepFn {
+function cachedStep(model: PreTrainedModel, wrap: StepWrapper, dtype: DType, greedy: boolean): StaticStepFn {
   let byWrap = stepFunctions.get(model);
   if (!byWrap) stepFunctions.set(model, (byWrap = new Map()));
-  let byDtype = byWrap.get(wrap);
-  if (!byDtype) byWrap.set(wrap, (byDtype = new Map()));
-  let f = byDtype.get(dtype);
-  if (!f) byDtype.set(dtype, (f = wrap(new StaticStep(model, dtype))));
+  let byKey = byWrap.get(wrap);
+  if (!byKey) byWrap.set(wrap, (byKey = new Map()));
+  const key = `${dtype}:${greedy}`;
+  let f = byKey.get(key);
+  if (!f) byKey.set(key, (f = wrap(new StaticStep(model, dtype, greedy))));
   return f;
 }
 
@@ -85,6 +91,7 @@ function cachedStep(model: PreTrainedModel, wrap: StepWrapper, dtype: DType): St
 export class StaticSteps {
   private readonly cache: StaticKVCache;
   private readonly step: StaticStepFn;
+  private readonly greedyStep: StaticStepFn;
   private readonly lengths: number[];
   private readonly tables: Tensor;
   private readonly decodeRows: Tensor;
@@ -95,7 +102,8 @@ export class StaticSteps {
     const capacity = 2 ** Math.ceil(Math.log2(promptBucket(Math.max(...this.lengths)) + newTokens));
     model.prepareStaticStep(capacity);
     this.cache = StaticKVCache.allocate(model.kvHeads(), B, capacity, dtype, model.device);
-    this.step = cachedStep(model, wrap, dtype);
+    this.step = cachedStep(model, wrap, dtype, false);
+    this.greedyStep = cachedStep(model, wrap, dtype, true);
     const rowIds = Array.from({ length: B }, (_, b) => b);
     this.tables = this.int32(rowIds, [B, 1]);
     this.decodeRows = this.int32(rowIds, [B]);
@@ -105,26 +113,45 @@ export class StaticSteps {
     return fromBytes(encode(xs, "int32"), "int32", shape, this.model.device);
   }
 
-  private run(ids: Tensor, positions: number[][], rows: Tensor, logitRows: Tensor): Tensor {
+  private run(step: StaticStepFn, ids: Tensor, positions: number[][], rows: Tensor, logitRows: Tensor): Tensor {
     const cap = this.cache.capacity, L = positions[0].length;
     const slots = positions.flatMap((r, b) => r.map((p) => b * cap + p));
     const buffers = this.cache.pools.flatMap((p) => [p.keys, p.values]);
-    return this.step(ids, this.int32(positions.flat(), [positions.length, L]), this.int32(slots, [slots.length]), rows, this.tables, logitRows, ...buffers);
+    // Positions and slots in one upload, passed as two views of it.
+    const both = this.int32([...positions.flat(), ...slots], [2, slots.length]);
+    return step(ids, both.select(0, 0).reshape([positions.length, L]), both.select(0, 1), rows, this.tables, logitRows, ...buffers);
   }
 
-  /** Prefill the prompts: logits [B, 1, vocab] of each row's last token. */
-  prefill(): Tensor {
+  private runPrefill(step: StaticStepFn): Tensor {
     const B = this.prompts.length, Lb = promptBucket(Math.max(...this.lengths));
     const ids = this.prompts.map((r) => [...r, ...new Array<number>(Lb - r.length).fill(0)]);
     const positions = ids.map((r) => r.map((_, j) => j));
     const rows = this.int32(ids.flatMap((r, b) => r.map(() => b)), [B * Lb]);
     const last = this.int32(this.lengths.map((n, b) => b * Lb + n - 1), [B, 1]);
-    return this.run(this.model.idsTensor(ids), positions, rows, last);
+    return this.run(step, this.model.idsTensor(ids), positions, rows, last);
+  }
+
+  private runDecode(step: StaticStepFn, ids: Tensor, index: number): Tensor {
+    return this.run(step, ids, this.lengths.map((n) => [n + index]), this.decodeRows, this.tables);
+  }
+
+  /** Prefill the prompts: logits [B, 1, vocab] of each row's last token. */
+  prefill(): Tensor {
+    return this.runPrefill(this.step);
   }
 
   /** Decode step `step` (0-based) feeding `next` [B]: logits [B, 1, vocab]. */
   decode(next: number[], step: number): Tensor {
-    const positions = this.lengths.map((n) => [n + step]);
-    return this.run(this.model.idsTensor(next.map((t) => [t])), positions, this.decodeRows, this.tables);
+    return this.runDecode(this.step, this.model.idsTensor(next.map((t) => [t])), step);
+  }
+
+  /** Prefill the prompts and pick greedily: each row's next id, [B, 1] int64 on the model's device. */
+  prefillGreedy(): Tensor {
+    return this.runPrefill(this.greedyStep);
+  }
+
+  /** Decode step `step` (0-based) feeding `ids` [B, 1] int64 (a previous greedy pick, left on the device): the next ids [B, 1]. */
+  decodeGreedy(ids: Tensor, step: number): Tensor {
+    return this.runDecode(this.greedyStep, ids, step);
   }
 }

@@ -126,17 +126,24 @@ function where(cond: TensorView, a: TensorView, b: TensorView, out: TensorView):
   strided("where", [cond, a, b], out, ([c, x, y]) => `select(${y}, ${x}, ${c} != 0u)`);
 }
 
+/** The key naming a fused chain's code. */
+export function fusedKey(steps: readonly FusedStep[]): string {
+  return steps.map((s) => `${s.op}(${s.args.map((a) => ("input" in a ? `i${a.input}` : `s${a.step}`)).join(",")})`).join(";");
+}
+
+/** The f32 WGSL expression of a fused chain whose inputs are the expressions `xs`. */
+export function fusedExpr(steps: readonly FusedStep[], xs: readonly string[]): string {
+  const vals: string[] = [];
+  for (const s of steps) {
+    const a = s.args.map((o) => ("input" in o ? xs[o.input] : `(${vals[o.step]})`));
+    vals.push(s.op in UNARY ? UNARY[s.op as UnaryOp](a[0]) : binaryExpr(s.op as BinaryOp, "f", a[0], a[1]));
+  }
+  return vals[vals.length - 1];
+}
+
 /** A fused chain (compile/): one generated WGSL expression per distinct chain, one dispatch. */
 function fusedElementwise(steps: readonly FusedStep[], inputs: TensorView[], out: TensorView): void {
-  const key = steps.map((s) => `${s.op}(${s.args.map((a) => ("input" in a ? `i${a.input}` : `s${a.step}`)).join(",")})`).join(";");
-  strided(`fused:${key}`, inputs, out, (xs) => {
-    const vals: string[] = [];
-    for (const s of steps) {
-      const a = s.args.map((o) => ("input" in o ? xs[o.input] : `(${vals[o.step]})`));
-      vals.push(s.op in UNARY ? UNARY[s.op as UnaryOp](a[0]) : binaryExpr(s.op as BinaryOp, "f", a[0], a[1]));
-    }
-    return vals[vals.length - 1];
-  });
+  strided(`fused:${fusedKey(steps)}`, inputs, out, (xs) => fusedExpr(steps, xs));
 }
 
 export const elementwiseKernels: Pick<KernelSignatures, "copy" | "unary" | "binary" | "where" | "fusedElementwise"> = { copy, unary, binary, where, fusedElementwise };

@@ -4,12 +4,14 @@ import { attentionKernels } from "./attention.js";
 import { elementwiseKernels } from "./elementwise.js";
 import { gatedDeltaKernels } from "./gated_delta.js";
 import { gatherKernels } from "./gather.js";
+import { linearGroupKernels } from "./linear_group.js";
 import { matmulKernels } from "./matmul.js";
 import { mxfp4Kernels } from "./mxfp4.js";
 import { normKernels } from "./norm.js";
 import { pagedAttentionKernels } from "./paged_attention.js";
 import { quantLinearKernels } from "./quant_linear.js";
 import { reduceKernels } from "./reduce.js";
+import { rotaryKVWriteKernels } from "./rotary_kv_write.js";
 import { sortKernels } from "./sort.js";
 import { spatialKernels } from "./spatial.js";
 
@@ -17,6 +19,8 @@ export const webgpuKernels: Omit<KernelSignatures, "quantizeBlocks"> = {
   ...elementwiseKernels,
   ...reduceKernels,
   ...matmulKernels,
+  ...linearGroupKernels,
+  ...rotaryKVWriteKernels,
   ...attentionKernels,
   ...pagedAttentionKernels,
   ...normKernels,
