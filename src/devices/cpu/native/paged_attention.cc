@@ -3,12 +3,13 @@
 //
 // The pools hold float32, float16 or bfloat16 (a half-precision KV cache, as the model's dtype).
 // paged_kv_write copies each new token's key/value rows to its slot. paged_attention splits the
-// work into pieces of (query token, kv head, range of key positions): a piece reads each key and
-// value row of its range once, in place from its block, for the kv head's group of query rows
-// (contiguous in q), with an online softmax (running max and sum per query row, FlashAttention's
-// recurrence) over chunks of keys. Many tokens x kv heads (a serving decode step) run one piece
-// each over the thread pool; fewer (one sequence decoding) also split the keys (flash-decoding)
-// and merge the pieces' partial results.
+// work into pieces of (query tile, kv head, range of key positions). A tile is one query token,
+// or up to kTile consecutive positions of one sequence (a prefill chunk); a piece reads each key
+// and value row of its range once, in place from its block, for all the tile's query rows of the
+// kv head's group, with an online softmax (running max and sum per query row, FlashAttention's
+// recurrence) over chunks of keys. Many tiles x kv heads (a serving step) run one piece each over
+// the thread pool; fewer (one sequence decoding) also split the keys (flash-decoding) and merge
+// the pieces' partial results.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -21,15 +22,17 @@
 #include "thread_pool.h"
 
 // The 16-float vectors below are GCC/Clang vector extensions: one zmm register on AVX-512, two
-// ymm on AVX2, four xmm on the baseline. They never cross a function boundary (all helpers
-// inline), so the ABI note GCC prints for them does not apply.
+// ymm on AVX2, four xmm on the baseline. They never cross a call (all helpers inline), so the ABI
+// note GCC gives for returning them does not apply.
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wpsabi"
+#endif
 
 namespace tsorch {
 
 namespace {
 
-// The piece kernel is compiled for AVX-512, AVX2+FMA and the baseline, chosen at load time
+// The piece kernel and the row stores are compiled for AVX-512, AVX2+FMA and the baseline, chosen at load time
 // (GCC's target_clones on x86-64; elsewhere the baseline only).
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 #define TSORCH_ISA_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
