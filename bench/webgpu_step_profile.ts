@@ -4,7 +4,9 @@
  * random prompts, records every dispatch of the next decode step (pipeline, buffers, parameters,
  * workgroups) while it runs, then replays each recorded dispatch alone in step order, one submit
  * each, waiting for the queue after each (`rounds` replays; medians). Prints one line per kernel
- * key (dispatches, ms per step, share) and the sum. Replays read the buffers as the step left them,
+ * key and workgroup grid (process CPU ms per step, share, wall ms, dispatches) and the sums. CPU
+ * time counts a software adapter's (lavapipe's) threads, which run in this process, and is the
+ * steadier measure on a loaded host. Replays read the buffers as the step left them,
  * so data-dependent kernels (the MoE sort's tiles) see this step's routing.
  */
 import * as path from "node:path";
@@ -64,7 +66,7 @@ capture = null;
 const dev = getDevice("webgpu") as unknown as { gpu: GPUDevice; dispatcher: { flush(): void } };
 const gpu = dev.gpu;
 const params = gpu.createBuffer({ size: 256, usage: 0x40 | 0x08 });
-const times = recorded.map(() => [] as number[]);
+const times = recorded.map(() => [] as number[]), cpu = recorded.map(() => [] as number[]);
 for (let r = 0; r < rounds; r++) {
   for (let i = 0; i < recorded.length; i++) {
     const d = recorded[i];
@@ -72,7 +74,7 @@ for (let r = 0; r < rounds; r++) {
     const group = gpu.createBindGroup({ layout: d.prog.layout, entries: [
       { binding: 0, resource: { buffer: params, offset: 0, size: 256 } }, ...d.buffers.map((b, j) => ({ binding: j + 1, resource: b }))] });
     await gpu.queue.onSubmittedWorkDone();
-    const t0 = performance.now();
+    const t0 = performance.now(), c0 = process.cpuUsage();
     const enc = gpu.createCommandEncoder();
     const pass = enc.beginComputePass();
     pass.setPipeline(d.prog.pipeline);
@@ -81,20 +83,22 @@ for (let r = 0; r < rounds; r++) {
     pass.end();
     gpu.queue.submit([enc.finish()]);
     await gpu.queue.onSubmittedWorkDone();
+    const c = process.cpuUsage(c0);
     times[i].push(performance.now() - t0);
+    cpu[i].push((c.user + c.system) / 1000);
   }
 }
 const median = (a: number[]) => [...a].sort((x, y) => x - y)[a.length >> 1];
-const byKey = new Map<string, { n: number; ms: number; groups: string }>();
+const byKey = new Map<string, { n: number; ms: number; cpu: number; groups: string }>();
 recorded.forEach((d, i) => {
   const k = `${keys.get(d.prog.pipeline) ?? "?"} [${d.groups.join("x")}]`;
-  const e = byKey.get(k) ?? { n: 0, ms: 0, groups: d.groups.join("x") };
-  e.n++; e.ms += median(times[i]);
+  const e = byKey.get(k) ?? { n: 0, ms: 0, cpu: 0, groups: d.groups.join("x") };
+  e.n++; e.ms += median(times[i]); e.cpu += median(cpu[i]);
   byKey.set(k, e);
 });
-const total = [...byKey.values()].reduce((a, e) => a + e.ms, 0);
-for (const [k, e] of [...byKey].sort((a, b) => b[1].ms - a[1].ms)) {
-  console.log(`${e.ms.toFixed(1).padStart(8)} ms ${((100 * e.ms) / total).toFixed(1).padStart(5)}%  x${String(e.n).padEnd(4)} ${k}`);
+const total = [...byKey.values()].reduce((a, e) => a + e.cpu, 0), wall = [...byKey.values()].reduce((a, e) => a + e.ms, 0);
+for (const [k, e] of [...byKey].sort((a, b) => b[1].cpu - a[1].cpu)) {
+  console.log(`${e.cpu.toFixed(1).padStart(8)} cpu ms ${((100 * e.cpu) / total).toFixed(1).padStart(5)}% ${e.ms.toFixed(1).padStart(8)} wall ms  x${String(e.n).padEnd(4)} ${k}`);
 }
-console.log(`${total.toFixed(1).padStart(8)} ms total, ${recorded.length} dispatches (kernels ${values.kernels ? "on" : "off"}, batch ${batch})`);
+console.log(`${total.toFixed(1).padStart(8)} cpu ms ${wall.toFixed(1)} wall ms total, ${recorded.length} dispatches (kernels ${values.kernels ? "on" : "off"}, batch ${batch})`);
 process.exit(0);
