@@ -1,10 +1,10 @@
 /**
  * Linear for a few dozen rows (batched decoding: 9 to SKINNY_ROWS rows): out[m, n] = x[m] @ w[n]^T
- * (+ bias[n]) (+ residual[m, n]). A workgroup of 64 invocations takes 2 rows and 512 columns; each
- * invocation owns 8 columns 64 apart and keeps the 2 x 8 partial sums in named vec4 registers
- * (the WGSL is unrolled as generated, so no private array is indexed at run time). Per step of 8
- * along k it loads 8 weights of each of its columns (one vec4<u32> of float16/bfloat16, two of
- * float32) and the 2 rows' 8 inputs, which every invocation reads alike (uniform loads).
+ * (+ bias[n]) (+ residual[m, n]). A workgroup of 64 invocations takes 4 rows and 256 columns; each
+ * invocation owns 4 columns 64 apart and keeps the 4 x 4 sums in named f32 registers (the WGSL is
+ * unrolled as generated, so no private array is indexed at run time). Per step of 8 along k it
+ * loads 8 weights of each of its columns (one vec4<u32> of float16/bfloat16, two of float32) and
+ * the 4 rows' 8 inputs, which every invocation reads alike (uniform loads).
  *
  * Why this shape: on Mesa's lavapipe (invocations run as SIMD lanes of a CPU thread) the shared-
  * memory tiled GEMM of ./matmul.ts spends its time in barriers and per-lane workgroup-memory
@@ -20,7 +20,7 @@ import { binding, LIBRARY, loader } from "./wgsl.js";
 /** Rows up to which linear uses this kernel (above, the tiled GEMM reuses weights across more rows). */
 export const SKINNY_ROWS = 64;
 /** Rows per workgroup, columns per invocation, invocations per workgroup. */
-const TM = 2, C = 8, WG = 64;
+const TM = 4, C = 4, WG = 64;
 
 /** WGSL `fn w8(e: u32) -> mat2x4<f32>`: the 8 weights at element e (e % 8 == 0; float32 e % 4) of `W4: array<vec4<u32>>`. */
 export function w8Source(wd: DType): string {
@@ -49,10 +49,10 @@ function source(wd: DType, bias: DType | null, residual: boolean): string {
   for (let r = 0; r < TM; r++) {
     body += `    { let xa = X4[xr${r} + k / 4u]; let xc = X4[xr${r} + k / 4u + 1u];\n`;
     for (let c = 0; c < C; c++) {
-      decl += `  var a${r}_${c} = vec4<f32>();\n`;
-      body += `      a${r}_${c} = fma(xa, w${c}[0], fma(xc, w${c}[1], a${r}_${c}));\n`;
+      decl += `  var a${r}_${c} = 0.0;\n`;
+      body += `      a${r}_${c} = a${r}_${c} + dot(xa, w${c}[0]) + dot(xc, w${c}[1]);\n`;
       const n = `n0 + ${c * WG}u`, at = `(m0 + ${r}u) * N + ${n}`;
-      store += `  if (m0 + ${r}u < M && ${n} < N) { Y[pu(6u) + ${at}] = dot(a${r}_${c}, vec4<f32>(1.0))` +
+      store += `  if (m0 + ${r}u < M && ${n} < N) { Y[pu(6u) + ${at}] = a${r}_${c}` +
         `${bias ? ` + ld_bias(pu(5u) + ${n})` : ""}${residual ? ` + R[pu(7u) + ${at}]` : ""}; }\n`;
     }
     body += "    }\n";
