@@ -1,7 +1,8 @@
-// Pass 3 of 4 — one grouped GEMM for the down projection of all experts, laid out as pass 2 (one
-// column n per invocation, the tile's rows of HS read uniformly), with the top-k weighting and the
-// scatter back fused in the epilogue: YK[r, n] = topk_weight[r] * (HS[position] . down[e, n]) for
-// the routed row r of each sorted position. Needs I % 8 == 0 and 8-aligned offsets.
+// Pass 3 of 4 — one grouped GEMM for the down projection of all experts, laid out as pass 2 (tiles
+// of up to 2 sorted rows; each invocation owns 8 columns 64 apart in named vec4 registers, the
+// tile's rows of HS read uniformly), with the top-k weighting and the scatter back fused in the
+// epilogue: YK[r, n] = topk_weight[r] * (HS[position] . down[e, n]) for the routed row r of each
+// sorted position. Needs I % 8 == 0 and 8-aligned offsets.
 // Params: 0 H, 1 I, 2 down offset, 3 topk_weights offset.
 @group(0) @binding(1) var<storage, read> HS: array<vec4<f32>>;
 @group(0) @binding(2) var<storage, read> W: array<vec4<u32>>;
@@ -23,23 +24,88 @@ fn w8(e: u32) -> mat2x4<f32> {
 }
 
 @compute @workgroup_size(64) fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
-  let t = wid.y;
+  let t = wid.y + wid.z * 65535u;
   if (t >= TILES[0]) { return; }
   let H = pu(0u); let I = pu(1u);
   let e = TILES[1u + 3u * t]; let row0 = TILES[2u + 3u * t]; let rows = TILES[3u + 3u * t];
-  let n = wid.x * 64u + lid;
-  if (n >= H) { return; }
-  var acc: array<f32, 16>;
-  let wb = pu(2u) + (e * H + n) * I;
+  let n0 = wid.x * 512u + lid;
+  // a 1-row tile computes its row twice and stores it once
+  let h0 = row0 * (I / 4u);
+  let h1 = (row0 + min(1u, rows - 1u)) * (I / 4u);
+  let wb0 = pu(2u) + (e * H + min(n0 + 0u, H - 1u)) * I;
+  let wb1 = pu(2u) + (e * H + min(n0 + 64u, H - 1u)) * I;
+  let wb2 = pu(2u) + (e * H + min(n0 + 128u, H - 1u)) * I;
+  let wb3 = pu(2u) + (e * H + min(n0 + 192u, H - 1u)) * I;
+  let wb4 = pu(2u) + (e * H + min(n0 + 256u, H - 1u)) * I;
+  let wb5 = pu(2u) + (e * H + min(n0 + 320u, H - 1u)) * I;
+  let wb6 = pu(2u) + (e * H + min(n0 + 384u, H - 1u)) * I;
+  let wb7 = pu(2u) + (e * H + min(n0 + 448u, H - 1u)) * I;
+  var a00 = vec4<f32>();
+  var a01 = vec4<f32>();
+  var a02 = vec4<f32>();
+  var a03 = vec4<f32>();
+  var a04 = vec4<f32>();
+  var a05 = vec4<f32>();
+  var a06 = vec4<f32>();
+  var a07 = vec4<f32>();
+  var a10 = vec4<f32>();
+  var a11 = vec4<f32>();
+  var a12 = vec4<f32>();
+  var a13 = vec4<f32>();
+  var a14 = vec4<f32>();
+  var a15 = vec4<f32>();
+  var a16 = vec4<f32>();
+  var a17 = vec4<f32>();
   for (var k = 0u; k < I; k = k + 8u) {
-    let w = w8(wb + k);
-    for (var r = 0u; r < rows; r = r + 1u) {
-      let hb = (row0 + r) * (I / 4u) + k / 4u;
-      acc[r] = acc[r] + dot(HS[hb], w[0]) + dot(HS[hb + 1u], w[1]);
+    let w0 = w8(wb0 + k);
+    let w1 = w8(wb1 + k);
+    let w2 = w8(wb2 + k);
+    let w3 = w8(wb3 + k);
+    let w4 = w8(wb4 + k);
+    let w5 = w8(wb5 + k);
+    let w6 = w8(wb6 + k);
+    let w7 = w8(wb7 + k);
+    { let ha = HS[h0 + k / 4u]; let hc = HS[h0 + k / 4u + 1u];
+      a00 = fma(ha, w0[0], fma(hc, w0[1], a00));
+      a01 = fma(ha, w1[0], fma(hc, w1[1], a01));
+      a02 = fma(ha, w2[0], fma(hc, w2[1], a02));
+      a03 = fma(ha, w3[0], fma(hc, w3[1], a03));
+      a04 = fma(ha, w4[0], fma(hc, w4[1], a04));
+      a05 = fma(ha, w5[0], fma(hc, w5[1], a05));
+      a06 = fma(ha, w6[0], fma(hc, w6[1], a06));
+      a07 = fma(ha, w7[0], fma(hc, w7[1], a07));
+    }
+    { let ha = HS[h1 + k / 4u]; let hc = HS[h1 + k / 4u + 1u];
+      a10 = fma(ha, w0[0], fma(hc, w0[1], a10));
+      a11 = fma(ha, w1[0], fma(hc, w1[1], a11));
+      a12 = fma(ha, w2[0], fma(hc, w2[1], a12));
+      a13 = fma(ha, w3[0], fma(hc, w3[1], a13));
+      a14 = fma(ha, w4[0], fma(hc, w4[1], a14));
+      a15 = fma(ha, w5[0], fma(hc, w5[1], a15));
+      a16 = fma(ha, w6[0], fma(hc, w6[1], a16));
+      a17 = fma(ha, w7[0], fma(hc, w7[1], a17));
     }
   }
-  for (var r = 0u; r < rows; r = r + 1u) {
-    let row = SORTED[row0 + r];
-    YK[row * H + n] = acc[r] * TW[pu(3u) + row];
+  if (0u < rows) {
+    let row = SORTED[row0 + 0u]; let tw = TW[pu(3u) + row];
+    if (n0 + 0u < H) { YK[row * H + n0 + 0u] = dot(a00, vec4<f32>(1.0)) * tw; }
+    if (n0 + 64u < H) { YK[row * H + n0 + 64u] = dot(a01, vec4<f32>(1.0)) * tw; }
+    if (n0 + 128u < H) { YK[row * H + n0 + 128u] = dot(a02, vec4<f32>(1.0)) * tw; }
+    if (n0 + 192u < H) { YK[row * H + n0 + 192u] = dot(a03, vec4<f32>(1.0)) * tw; }
+    if (n0 + 256u < H) { YK[row * H + n0 + 256u] = dot(a04, vec4<f32>(1.0)) * tw; }
+    if (n0 + 320u < H) { YK[row * H + n0 + 320u] = dot(a05, vec4<f32>(1.0)) * tw; }
+    if (n0 + 384u < H) { YK[row * H + n0 + 384u] = dot(a06, vec4<f32>(1.0)) * tw; }
+    if (n0 + 448u < H) { YK[row * H + n0 + 448u] = dot(a07, vec4<f32>(1.0)) * tw; }
+  }
+  if (1u < rows) {
+    let row = SORTED[row0 + 1u]; let tw = TW[pu(3u) + row];
+    if (n0 + 0u < H) { YK[row * H + n0 + 0u] = dot(a10, vec4<f32>(1.0)) * tw; }
+    if (n0 + 64u < H) { YK[row * H + n0 + 64u] = dot(a11, vec4<f32>(1.0)) * tw; }
+    if (n0 + 128u < H) { YK[row * H + n0 + 128u] = dot(a12, vec4<f32>(1.0)) * tw; }
+    if (n0 + 192u < H) { YK[row * H + n0 + 192u] = dot(a13, vec4<f32>(1.0)) * tw; }
+    if (n0 + 256u < H) { YK[row * H + n0 + 256u] = dot(a14, vec4<f32>(1.0)) * tw; }
+    if (n0 + 320u < H) { YK[row * H + n0 + 320u] = dot(a15, vec4<f32>(1.0)) * tw; }
+    if (n0 + 384u < H) { YK[row * H + n0 + 384u] = dot(a16, vec4<f32>(1.0)) * tw; }
+    if (n0 + 448u < H) { YK[row * H + n0 + 448u] = dot(a17, vec4<f32>(1.0)) * tw; }
   }
 }

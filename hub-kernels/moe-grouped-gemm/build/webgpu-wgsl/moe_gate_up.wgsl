@@ -1,7 +1,10 @@
-// Pass 2 of 4 — one grouped GEMM for the gate and up projections of all experts. Workgroup (x, y)
-// takes tile y (up to 16 sorted rows of one expert); each invocation owns one column n of both
-// projections and streams its two weight rows 8 values at a time, while the tile's token rows are
-// read by every invocation alike (uniform loads). Epilogue: HS[position, n] = silu(gate) * up.
+// Pass 2 of 4 — one grouped GEMM for the gate and up projections of all experts. Workgroup
+// (x, y, z) takes tile y + 65535 z (up to 2 sorted rows of one expert) and 256 columns; each
+// invocation owns 4 columns 64 apart of both projections, keeps the 2 x 4 x 2 partial sums in named vec4 registers (written
+// out unrolled: no private array indexed at run time) and streams its 8 weight rows 8 values at a
+// time, while the tile's token rows are read by every invocation alike (uniform loads). On CPU
+// rasterizers (lavapipe: invocations are SIMD lanes) each uniform input load then feeds 8 lane-wide
+// FMAs. Epilogue: HS[position, n] = silu(gate) * up.
 // Needs H % 8 == 0 and 8-aligned offsets. Params: 0 K (top-k), 1 H, 2 I, 3 x offset, 4 gate_up offset.
 @group(0) @binding(1) var<storage, read> X: array<vec4<f32>>;
 @group(0) @binding(2) var<storage, read> W: array<vec4<u32>>;
@@ -21,29 +24,56 @@ fn w8(e: u32) -> mat2x4<f32> {
   return mat2x4<f32>(vec4<f32>(unpack2x16float(v.x), unpack2x16float(v.y)), vec4<f32>(unpack2x16float(v.z), unpack2x16float(v.w)));
 }
 
+fn silu_mul(g: vec4<f32>, u: vec4<f32>) -> f32 {
+  let a = dot(g, vec4<f32>(1.0));
+  return a / (1.0 + exp(-a)) * dot(u, vec4<f32>(1.0));
+}
+
 @compute @workgroup_size(64) fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
-  let t = wid.y;
+  let t = wid.y + wid.z * 65535u;
   if (t >= TILES[0]) { return; }
   let K = pu(0u); let H = pu(1u); let I = pu(2u);
   let e = TILES[1u + 3u * t]; let row0 = TILES[2u + 3u * t]; let rows = TILES[3u + 3u * t];
-  let n = wid.x * 64u + lid;
-  if (n >= I) { return; }
-  var xb: array<u32, 16>;
-  for (var r = 0u; r < rows; r = r + 1u) { xb[r] = pu(3u) / 4u + (SORTED[row0 + r] / K) * (H / 4u); }
-  var ag: array<f32, 16>;
-  var au: array<f32, 16>;
-  let gb = pu(4u) + (e * 2u * I + n) * H;
-  let ub = gb + I * H;
+  let n0 = wid.x * 256u + lid;
+  // a 1-row tile computes its row twice and stores it once
+  let x0 = pu(3u) / 4u + (SORTED[row0] / K) * (H / 4u);
+  let x1 = pu(3u) / 4u + (SORTED[row0 + min(1u, rows - 1u)] / K) * (H / 4u);
+  let gb0 = pu(4u) + (e * 2u * I + min(n0 + 0u, I - 1u)) * H; let ub0 = gb0 + I * H;
+  let gb1 = pu(4u) + (e * 2u * I + min(n0 + 64u, I - 1u)) * H; let ub1 = gb1 + I * H;
+  let gb2 = pu(4u) + (e * 2u * I + min(n0 + 128u, I - 1u)) * H; let ub2 = gb2 + I * H;
+  let gb3 = pu(4u) + (e * 2u * I + min(n0 + 192u, I - 1u)) * H; let ub3 = gb3 + I * H;
+  var g00 = vec4<f32>(); var u00 = vec4<f32>();
+  var g01 = vec4<f32>(); var u01 = vec4<f32>();
+  var g02 = vec4<f32>(); var u02 = vec4<f32>();
+  var g03 = vec4<f32>(); var u03 = vec4<f32>();
+  var g10 = vec4<f32>(); var u10 = vec4<f32>();
+  var g11 = vec4<f32>(); var u11 = vec4<f32>();
+  var g12 = vec4<f32>(); var u12 = vec4<f32>();
+  var g13 = vec4<f32>(); var u13 = vec4<f32>();
   for (var k = 0u; k < H; k = k + 8u) {
-    let g = w8(gb + k); let u = w8(ub + k);
-    for (var r = 0u; r < rows; r = r + 1u) {
-      let xa = X[xb[r] + k / 4u]; let xc = X[xb[r] + k / 4u + 1u];
-      ag[r] = ag[r] + dot(xa, g[0]) + dot(xc, g[1]);
-      au[r] = au[r] + dot(xa, u[0]) + dot(xc, u[1]);
+    let wg0 = w8(gb0 + k); let wu0 = w8(ub0 + k);
+    let wg1 = w8(gb1 + k); let wu1 = w8(ub1 + k);
+    let wg2 = w8(gb2 + k); let wu2 = w8(ub2 + k);
+    let wg3 = w8(gb3 + k); let wu3 = w8(ub3 + k);
+    { let xa = X[x0 + k / 4u]; let xc = X[x0 + k / 4u + 1u];
+      g00 = fma(xa, wg0[0], fma(xc, wg0[1], g00)); u00 = fma(xa, wu0[0], fma(xc, wu0[1], u00));
+      g01 = fma(xa, wg1[0], fma(xc, wg1[1], g01)); u01 = fma(xa, wu1[0], fma(xc, wu1[1], u01));
+      g02 = fma(xa, wg2[0], fma(xc, wg2[1], g02)); u02 = fma(xa, wu2[0], fma(xc, wu2[1], u02));
+      g03 = fma(xa, wg3[0], fma(xc, wg3[1], g03)); u03 = fma(xa, wu3[0], fma(xc, wu3[1], u03));
+    }
+    { let xa = X[x1 + k / 4u]; let xc = X[x1 + k / 4u + 1u];
+      g10 = fma(xa, wg0[0], fma(xc, wg0[1], g10)); u10 = fma(xa, wu0[0], fma(xc, wu0[1], u10));
+      g11 = fma(xa, wg1[0], fma(xc, wg1[1], g11)); u11 = fma(xa, wu1[0], fma(xc, wu1[1], u11));
+      g12 = fma(xa, wg2[0], fma(xc, wg2[1], g12)); u12 = fma(xa, wu2[0], fma(xc, wu2[1], u12));
+      g13 = fma(xa, wg3[0], fma(xc, wg3[1], g13)); u13 = fma(xa, wu3[0], fma(xc, wu3[1], u13));
     }
   }
-  for (var r = 0u; r < rows; r = r + 1u) {
-    let a = ag[r];
-    HS[(row0 + r) * I + n] = a / (1.0 + exp(-a)) * au[r];
-  }
+  if (0u < rows && n0 + 0u < I) { HS[(row0 + 0u) * I + n0 + 0u] = silu_mul(g00, u00); }
+  if (0u < rows && n0 + 64u < I) { HS[(row0 + 0u) * I + n0 + 64u] = silu_mul(g01, u01); }
+  if (0u < rows && n0 + 128u < I) { HS[(row0 + 0u) * I + n0 + 128u] = silu_mul(g02, u02); }
+  if (0u < rows && n0 + 192u < I) { HS[(row0 + 0u) * I + n0 + 192u] = silu_mul(g03, u03); }
+  if (1u < rows && n0 + 0u < I) { HS[(row0 + 1u) * I + n0 + 0u] = silu_mul(g10, u10); }
+  if (1u < rows && n0 + 64u < I) { HS[(row0 + 1u) * I + n0 + 64u] = silu_mul(g11, u11); }
+  if (1u < rows && n0 + 128u < I) { HS[(row0 + 1u) * I + n0 + 128u] = silu_mul(g12, u12); }
+  if (1u < rows && n0 + 192u < I) { HS[(row0 + 1u) * I + n0 + 192u] = silu_mul(g13, u13); }
 }

@@ -1,5 +1,5 @@
 // Pass 1 of 4 — sort the R = T*K routed rows by expert (one workgroup): count rows per expert,
-// prefix-sum them into group offsets, cut each group into tiles of up to 16 rows
+// prefix-sum them into group offsets, cut each group into tiles of up to 2 rows
 // (TILES[0] = count, then (expert, first sorted position, rows) per tile), and write
 // SORTED[position] = routed row r (= token * K + slot).
 // Params: 0 R, 1 E, 2 topk_ids offset.
@@ -19,8 +19,8 @@ var<workgroup> cnt: array<atomic<u32>, 1024>;
     var nt = 0u;
     for (var e = 0u; e < E; e = e + 1u) {
       let c = atomicLoad(&cnt[e]);
-      for (var s = 0u; s < c; s = s + 16u) {
-        TILES[1u + 3u * nt] = e; TILES[2u + 3u * nt] = at + s; TILES[3u + 3u * nt] = min(16u, c - s);
+      for (var s = 0u; s < c; s = s + 2u) {
+        TILES[1u + 3u * nt] = e; TILES[2u + 3u * nt] = at + s; TILES[3u + 3u * nt] = min(2u, c - s);
         nt = nt + 1u;
       }
       atomicStore(&cnt[e], at);

@@ -3,6 +3,8 @@
  * linearAdd (linear plus a residual, compile's epilogue fusion), gatherLinear (a weight per row, for mixture-of-experts) and batched strided matmul, all on one
  * tiled kernel: a workgroup computes a 64x64 output tile, staging 64x16 slices of both operands in
  * workgroup memory; each of its 256 threads accumulates a 4x4 register block with vec4 FMAs.
+ * linear and linearAdd with up to 8 rows use a matrix-vector kernel, and with up to 64 rows
+ * (batched decoding) the skinny kernel of ./skinny.ts.
  *
  * gatherLinear: when the experts' weights are slices of one buffer (nn's SparseMoeBlock stacks
  * them), one grouped pass for all experts (./grouped.ts: rows sorted by expert on the GPU, then one
@@ -17,6 +19,7 @@ import { STATUS_GATHER_LINEAR } from "../device.js";
 import { bufferOf, deviceOf } from "./common.js";
 import { elementwiseKernels } from "./elementwise.js";
 import { expertStride, groupedGatherLinear } from "./grouped.js";
+import { fitsSkinny, skinnyLinear } from "./skinny.js";
 import { binding, LIBRARY, loader } from "./wgsl.js";
 
 const T = 64;
@@ -194,13 +197,15 @@ ${residual ? "@group(0) @binding(5) var<storage, read> R: array<f32>;" : ""}
 function linear(x: TensorView, w: TensorView, bias: TensorView | null, out: TensorView): void {
   const [M, K] = x.shape, N = w.shape[0];
   if (M <= GEMV_ROWS && N <= 65535 * 64) return gemv(x, w, bias, out, M, N, K);
+  if (fitsSkinny(x, w, M, N, K)) return skinnyLinear(x, w, bias, out);
   gemm({ tensor: x, strides: [0, K, 1] }, { tensor: w, strides: [0, 1, K] }, bias, out, 1, M, N, K);
 }
 
-/** linear then + residual: one matrix-vector dispatch for few rows, else the tiled product into scratch and an add. */
+/** linear then + residual: one dispatch for up to SKINNY_ROWS rows (./skinny.ts), else the tiled product into scratch and an add. */
 function linearAdd(x: TensorView, w: TensorView, bias: TensorView | null, residual: TensorView, out: TensorView): void {
   const [M, K] = x.shape, N = w.shape[0];
   if (M <= GEMV_ROWS && N <= 65535 * 64) return gemv(x, w, bias, out, M, N, K, residual);
+  if (fitsSkinny(x, w, M, N, K)) return skinnyLinear(x, w, bias, out, residual);
   const dev = deviceOf(out), scratch = dev.allocate(M * N * 4);
   const strides = out.shape.map((_, d) => out.shape.slice(d + 1).reduce((a, b) => a * b, 1));
   const y: TensorView = { storage: scratch, dtype: "float32", shape: out.shape, strides, offset: 0 };
