@@ -20,6 +20,7 @@
 #include "ops.h"
 #include "quant_kernels.h"
 #include "spatial.h"
+#include "fused.h"
 #include "thread_pool.h"
 
 namespace tsorch {
@@ -852,6 +853,7 @@ NAPI_MODULE_INIT() {
       {"conv2d", nullptr, Conv2dExport, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
       {"groupNorm", nullptr, GroupNormExport, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
       {"upsampleNearest2d", nullptr, UpsampleNearest2dExport, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
+      {"linearAdd", nullptr, LinearAddExport, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
   };
   napi_define_properties(env, exports, sizeof(props) / sizeof(props[0]), props);
   register_graph_kernels(props, sizeof(props) / sizeof(props[0]));
