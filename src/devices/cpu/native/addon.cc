@@ -466,7 +466,9 @@ napi_value PagedAttention(napi_env env, napi_callback_info info) {
   }
   PagedAttentionArgs p{static_cast<const float*>(q.data), kc.data, vc.data, tb, sq, ps, static_cast<float*>(out.data),
                        T, Hq, Hkv, D, Dv, bs, mb, static_cast<float>(scale), static_cast<float>(softcap), window, kvdt};
-  paged_attention(p);
+  // The static KV cache of compiled generation (one block per sequence) has its own kernel.
+  if (mb == 1) static_attention(p);
+  else paged_attention(p);
   return undefined(env);
 }
 
