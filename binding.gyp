@@ -33,6 +33,8 @@
       "sources": [
         "src/devices/cpu/native/addon.cc",
         "src/devices/cpu/native/addon_spatial.cc",
+        "src/devices/cpu/native/addon_fused.cc",
+        "src/devices/cpu/native/static_attention.cc",
         "src/devices/cpu/native/conv2d.cc",
         "src/devices/cpu/native/group_norm.cc",
         "src/devices/cpu/native/upsample.cc",

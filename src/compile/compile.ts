@@ -51,14 +51,17 @@ export interface Forward<F extends (...args: any[]) => any> extends Module {
  */
 export function compile<F extends (...args: any[]) => any>(target: F | Forward<F>, opts: CompileOptions = {}): F {
   let fn: F;
-  let params: () => [string, Tensor][];
+  let params: () => Tensor[];
+  let paramName: (i: number) => string;
   if (target instanceof Module) {
     if (typeof (target as Forward<F>).forward !== "function") throw new TypeError(`compile: module ${target.constructor.name} has no forward method`);
     fn = (target as Forward<F>).forward.bind(target) as F;
-    params = () => [...target.namedParameters()].filter(([, p]) => p.loaded).map(([n, p]) => [n, p.value]);
+    params = () => target.loadedTensors();
+    paramName = (i) => [...target.namedParameters()].filter(([, p]) => p.loaded)[i]?.[0] ?? `#${i}`;
   } else if (typeof target === "function") {
     fn = target;
     params = () => [];
+    paramName = (i) => `#${i}`;
   } else {
     throw new TypeError(`compile: expected a function or a Module with forward, got ${target === null ? "null" : typeof target}`);
   }
@@ -78,7 +81,7 @@ export function compile<F extends (...args: any[]) => any>(target: F | Forward<F
       generation = cacheGeneration();
     }
     const current = params();
-    const replaced = changedParam(watched, current);
+    const replaced = changedParam(watched, current, paramName);
     if (replaced !== null) {
       cache.clear();
       overLimit = false;
@@ -121,9 +124,9 @@ function deviceOf(leaves: readonly Leaf[]): Device | null {
   return leaves.find((l) => l.tensor)?.tensor?.device ?? null;
 }
 
-/** The name of the first parameter whose tensor changed, or null. */
-function changedParam(before: readonly [string, Tensor][], now: readonly [string, Tensor][]): string | null {
+/** The name of the first parameter whose tensor changed (`name` of its index), or null. */
+function changedParam(before: readonly Tensor[], now: readonly Tensor[], name: (i: number) => string): string | null {
   if (before.length !== now.length) return `list (${before.length} -> ${now.length} loaded parameters)`;
-  for (let i = 0; i < now.length; i++) if (before[i][1] !== now[i][1]) return `'${now[i][0]}'`;
+  for (let i = 0; i < now.length; i++) if (before[i] !== now[i]) return `'${name(i)}'`;
   return null;
 }

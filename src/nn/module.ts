@@ -66,6 +66,16 @@ export class Module {
     for (const [n, c] of this.children) yield* c.namedParameters(`${prefix}${n}.`);
   }
 
+  /**
+   * The tensors of every loaded parameter, in namedParameters' order, appended to `out` (cheap:
+   * no names; compile checks them on every call).
+   */
+  loadedTensors(out: Tensor[] = []): Tensor[] {
+    for (const p of this.params.values()) if (p.loaded) out.push(p.value);
+    for (const c of this.children.values()) c.loadedTensors(out);
+    return out;
+  }
+
   /** This module and every descendant with its dotted name ("" for this one), depth first. */
   *namedModules(prefix = ""): Generator<[string, Module]> {
     yield [prefix.replace(/\.$/, ""), this];

@@ -2,9 +2,9 @@
  * The graph-ready static KV cache of compiled generation (transformers' StaticCache as
  * torch.compile uses it: fixed shapes, written in place at positions given by a tensor).
  *
- * Each attention layer owns a key and a value buffer [B, capacity, Hkv, D] (float32; a half
- * cache dtype rounds keys and values to it before they are stored, so attention reads exactly
- * what a float16/bfloat16 cache holds). A forward writes its new keys/values at the slots of a
+ * Each attention layer owns a key and a value buffer [B, capacity, Hkv, D] of the cache dtype
+ * where the device's paged kernels take half-precision pools (cpu), else float32 holding keys and
+ * values rounded to the cache dtype, so attention reads exactly what a float16/bfloat16 cache holds. A forward writes its new keys/values at the slots of a
  * device tensor and attends through pagedAttention, each query seeing its row's positions
  * <= its own: one block per row, the whole row. Nothing a step does depends on a host value
  * except through its tensors (`bind`), so one traced graph serves every decode step.
@@ -15,7 +15,7 @@ import type { Device } from "../devices/device.js";
 import type { CausalAttentionOptions } from "../nn/attention.js";
 import type { DType } from "../tensor/dtype.js";
 import { empty } from "../tensor/ops.js";
-import { pagedAttention, pagedKVWrite } from "../tensor/paged_attention.js";
+import { pagedAttention, pagedKVWrite, POOL_DTYPES } from "../tensor/paged_attention.js";
 import { keep } from "../tensor/scope.js";
 import type { Tensor } from "../tensor/tensor.js";
 import { KVCache, SelfAttendingLayer } from "./cache_utils.js";
@@ -44,16 +44,22 @@ export class StaticKVCache extends KVCache {
 
   /**
    * pools: per attention layer, keys [B, capacity, Hkv, D] and values [B, capacity, Hkv, D]
-   * float32 (see allocate); dtype: the precision keys and values are rounded to before storing.
+   * (see allocate); dtype: the precision keys and values are rounded to before storing (by the
+   * write itself when the pools hold that dtype).
    */
   constructor(readonly pools: { keys: Tensor; values: Tensor }[], dtype: DType = "float32") {
     super(0, "static", 0, dtype);
     pools.forEach((_, i) => this.layers.push(new SelfAttendingLayer(this, i, "static", "the graph-ready static KV cache attends through its own kernel; this layer needs contiguous keys (not supported by compiled generation)")));
   }
 
-  /** Zero-free buffers for B rows of `capacity` positions, one pair per layer of `heads`. */
+  /**
+   * Zero-free buffers for B rows of `capacity` positions, one pair per layer of `heads`: of
+   * `dtype` on cpu (half the bytes to write and read for a half cache), float32 elsewhere (the
+   * webgpu paged kernels read float32 pools only, as serve's engine allocates them).
+   */
   static allocate(heads: KVHeads[], batch: number, capacity: number, dtype: DType, device: Device): StaticKVCache {
-    const buf = (h: KVHeads) => keep(empty([batch, capacity, h.numKvHeads, h.headDim], "float32", device));
+    const pool: DType = device.type === "cpu" && (POOL_DTYPES as readonly string[]).includes(dtype) ? dtype : "float32";
+    const buf = (h: KVHeads) => keep(empty([batch, capacity, h.numKvHeads, h.headDim], pool, device));
     return new StaticKVCache(heads.map((h) => ({ keys: buf(h), values: buf(h) })), dtype);
   }
 
@@ -82,7 +88,8 @@ export class StaticKVCache extends KVCache {
     }
     if (o.mask) throw new Error("StaticKVCache: padding masks are not supported (rows are placed by position, not padded)");
     if (o.sinks) throw new Error("StaticKVCache: attention sinks are not supported by compiled generation");
-    const stored = (x: Tensor) => (this.dtype === "float32" ? x : x.to(this.dtype));
+    // pagedKVWrite rounds to the pools' dtype; float32 pools of a half cache round first.
+    const stored = (x: Tensor) => (this.dtype === "float32" || pool.keys.dtype === this.dtype ? x : x.to(this.dtype));
     // The buffers are paged pools of B blocks of `capacity` positions: block b is row b.
     pagedKVWrite(stored(k).reshape(T, Hkv, D), stored(v).reshape(T, Hkv, Dv), pool.keys, pool.values, s.slots);
     const out = pagedAttention(q.reshape(T, Hq, D), pool.keys, pool.values, s.tables, s.rows, s.positions.reshape(T), {

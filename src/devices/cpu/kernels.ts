@@ -72,6 +72,8 @@ export function cpuKernels(): Partial<KernelSignatures> {
     softmax: (x, out, log) => native().softmax(buf(x), buf(out), rowsOf(x), last(x), log ? 1 : 0),
     linear: (x, w, bias, out) =>
       native().linear(buf(x), buf(w), code(w), bias ? buf(bias) : null, bias ? code(bias) : 0, buf(out), x.shape[0], w.shape[0], w.shape[1]),
+    linearAdd: (x, w, bias, residual, out) =>
+      native().linearAdd(buf(x), buf(w), code(w), bias ? buf(bias) : null, bias ? code(bias) : 0, buf(residual), buf(out), x.shape[0], w.shape[0], w.shape[1]),
     gatherLinear,
     quantizeBlocks: (w, bits, q, scales) =>
       native().quantizeBlocks(buf(w), code(w), bits, buf(q), buf(scales), w.shape[0], w.shape[1]),

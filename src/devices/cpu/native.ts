@@ -127,6 +127,14 @@ export interface NativeCpu {
          M: number, N: number, K: number): void;
 
   /**
+   * linear plus a residual (compile's epilogue fusion): out = x @ w^T (+ bias) + residual, with x,
+   * w, bias as for linear and residual, out float32 contiguous [M, N]; out shares no bytes with
+   * x, w, bias or residual. One row adds the residual as the product's bias.
+   */
+  linearAdd(x: Buf, w: Buf, wDtype: number, bias: Buf | null, biasDtype: number, residual: Buf, out: Buf,
+    M: number, N: number, K: number): void;
+
+  /**
    * Batched float32 matmul with arbitrary strides: for b < batch,
    * out[b, m, n] = sum_k a[b*as0 + m*as1 + k*as2] * bm[b*bs0 + k*bs1 + n*bs2];
    * out contiguous [batch, M, N].

@@ -15,6 +15,11 @@
  *   similar lengths reuse the same decode graph.
  * - Greedy steps (prefillGreedy/decodeGreedy) take the argmax inside the step, so the picked ids
  *   [B, 1] int64 stay on the device and feed the next step directly (see generation/utils.ts).
+ * - The KV buffers are kept with the model and reused by the next generation of the same batch
+ *   size, capacity and cache dtype (transformers keeps its StaticCache the same way): no
+ *   allocation and no first-touch page faults per generation. A step reads only positions it has
+ *   written in its own generation, so stale contents are never seen; a generation holds its
+ *   buffers until it ends, so concurrent generations never share them.
  */
 import { compile } from "../../compile/index.js";
 import { argmax } from "../../tensor/ops.js";
@@ -83,8 +88,20 @@ function cachedStep(model: PreTrainedModel, wrap: StepWrapper, dtype: DType, gre
   return f;
 }
 
+/** Idle KV caches of each model, for the next generation of the same shape (see the file comment). */
+const idleCaches = new WeakMap<PreTrainedModel, StaticKVCache[]>();
+
+/** An idle cache of `model` for B rows of `capacity` positions of `dtype`, else a new one. */
+function takeCache(model: PreTrainedModel, B: number, capacity: number, dtype: DType): StaticKVCache {
+  const idle = idleCaches.get(model) ?? [];
+  const i = idle.findIndex((c) => c.dtype === dtype && c.capacity === capacity && c.pools[0]?.keys.shape[0] === B && c.pools[0]?.keys.device === model.device);
+  if (i >= 0) return idle.splice(i, 1)[0];
+  return StaticKVCache.allocate(model.kvHeads(), B, capacity, dtype, model.device);
+}
+
 /**
- * The prefill and decode forwards of one generation on a fresh StaticKVCache. `prompts`: each
+ * The prefill and decode forwards of one generation on a StaticKVCache (a reused one when the
+ * model has an idle one of this shape; `release` hands it back). `prompts`: each
  * row's real tokens (no padding); `newTokens`: the most tokens any row will feed back
  * (capacity = bucket of the longest prompt + newTokens, rounded up to a power of two).
  */
@@ -101,12 +118,20 @@ export class StaticSteps {
     this.lengths = prompts.map((r) => r.length);
     const capacity = 2 ** Math.ceil(Math.log2(promptBucket(Math.max(...this.lengths)) + newTokens));
     model.prepareStaticStep(capacity);
-    this.cache = StaticKVCache.allocate(model.kvHeads(), B, capacity, dtype, model.device);
+    this.cache = takeCache(model, B, capacity, dtype);
     this.step = cachedStep(model, wrap, dtype, false);
     this.greedyStep = cachedStep(model, wrap, dtype, true);
     const rowIds = Array.from({ length: B }, (_, b) => b);
     this.tables = this.int32(rowIds, [B, 1]);
     this.decodeRows = this.int32(rowIds, [B]);
+  }
+
+  /** The generation is over: its KV cache may serve the next one (call once, as the last call). */
+  release(): void {
+    let idle = idleCaches.get(this.model);
+    if (!idle) idleCaches.set(this.model, (idle = []));
+    // One idle cache per shape is enough for sequential generations; more would only hold memory.
+    if (!idle.some((c) => c.dtype === this.cache.dtype && c.capacity === this.cache.capacity && c.pools[0]?.keys.shape[0] === this.cache.pools[0]?.keys.shape[0])) idle.push(this.cache);
   }
 
   private int32(xs: number[], shape: number[]): Tensor {

@@ -100,85 +100,90 @@ async function* decode(model: PreTrainedModel, s: GenerationConfig, inputIds: nu
   const padding = mask.map((r) => r.indexOf(1));
   const seen = mask.map((r) => r.reduce((a, m) => a + (m ? 1 : 0), 0));
   const statics = staticSteps(model, o.compile ?? model.compileGeneration, inputIds.map((r, b) => r.slice(padding[b])), steps, dtype);
-  let cache = statics ? null : newCache();
-  /** Step `step`'s tokens from its picks (the pad id for rows already finished), appended to the sequences; sets finish reasons. */
-  const accept = (picked: number[], step: number): number[] => {
-    const next = picked.map((t, b) => (reasons[b] ? s.pad : t));
-    next.forEach((t, b) => {
-      seqs[b].push(t);
-      if (reasons[b]) return;
-      if (s.eos.includes(t)) reasons[b] = "eos";
-      else if (stops?.matches(seqs[b], padding[b])) reasons[b] = "stop_string";
-      else if (step === steps - 1) reasons[b] = "length";
-    });
-    return next;
-  };
-
-  if (statics && procs.length === 0 && !s.doSample) {
-    // Greedy on static steps: the argmax runs inside the step and the picked ids stay on the
-    // device, feeding the next step directly. Step n + 1 is queued before step n's ids are read,
-    // so reading them overlaps the device's work; the one step queued after the last is dropped.
-    // A finished row keeps being fed its own picks instead of the pad id: rows are independent,
-    // and its output is the pad id either way.
-    // A read still pending when the caller stops iterating is never awaited: mark it handled.
-    const read = (t: Tensor) => {
-      const p = t.data();
-      p.catch(() => undefined);
-      return p;
+  // The static steps hold a reused KV cache: hand it back however the stream ends.
+  try {
+    let cache = statics ? null : newCache();
+    /** Step `step`'s tokens from its picks (the pad id for rows already finished), appended to the sequences; sets finish reasons. */
+    const accept = (picked: number[], step: number): number[] => {
+      const next = picked.map((t, b) => (reasons[b] ? s.pad : t));
+      next.forEach((t, b) => {
+        seqs[b].push(t);
+        if (reasons[b]) return;
+        if (s.eos.includes(t)) reasons[b] = "eos";
+        else if (stops?.matches(seqs[b], padding[b])) reasons[b] = "stop_string";
+        else if (step === steps - 1) reasons[b] = "length";
+      });
+      return next;
     };
-    let ids = statics.prefillGreedy();
-    let pending = read(ids);
-    for (let step = 0; step < steps; step++) {
-      const ahead = step < steps - 1 ? statics.decodeGreedy(ids, step) : null;
-      const next = accept(Array.from(await pending, Number), step);
-      yield next;
-      if (reasons.every(Boolean) || !ahead) break;
-      ids = ahead;
-      pending = read(ids);
+
+    if (statics && procs.length === 0 && !s.doSample) {
+      // Greedy on static steps: the argmax runs inside the step and the picked ids stay on the
+      // device, feeding the next step directly. Step n + 1 is queued before step n's ids are read,
+      // so reading them overlaps the device's work; the one step queued after the last is dropped.
+      // A finished row keeps being fed its own picks instead of the pad id: rows are independent,
+      // and its output is the pad id either way.
+      // A read still pending when the caller stops iterating is never awaited: mark it handled.
+      const read = (t: Tensor) => {
+        const p = t.data();
+        p.catch(() => undefined);
+        return p;
+      };
+      let ids = statics.prefillGreedy();
+      let pending = read(ids);
+      for (let step = 0; step < steps; step++) {
+        const ahead = step < steps - 1 ? statics.decodeGreedy(ids, step) : null;
+        const next = accept(Array.from(await pending, Number), step);
+        yield next;
+        if (reasons.every(Boolean) || !ahead) break;
+        ids = ahead;
+        pending = read(ids);
+      }
+      return;
     }
-    return;
-  }
 
-  const prefill = (ids: number[][]) => model.forward({
-    inputIds: model.idsTensor(ids), positionIds: positionsFromMask(mask, 0), attentionMask: mask, cache, logitsToKeep: 1,
-  });
-  let logits = statics ? statics.prefill() : prefill(inputIds);
+    const prefill = (ids: number[][]) => model.forward({
+      inputIds: model.idsTensor(ids), positionIds: positionsFromMask(mask, 0), attentionMask: mask, cache, logitsToKeep: 1,
+    });
+    let logits = statics ? statics.prefill() : prefill(inputIds);
 
-  for (let step = 0; step < steps; step++) {
-    let picked: number[];
-    if (procs.length === 0 && !s.doSample) {
-      picked = Array.from(await argmax(logits, -1).data(), Number);
-    } else {
-      const V = logits.shape[2];
-      const all = (await logits.data()) as Float32Array;
-      picked = seqs.map((seq, b) => {
-        const row = all.slice(b * V, (b + 1) * V);
-        for (const p of procs) p(row, seq);
-        return s.doSample ? rng.sample(row) : argmaxRow(row);
+    for (let step = 0; step < steps; step++) {
+      let picked: number[];
+      if (procs.length === 0 && !s.doSample) {
+        picked = Array.from(await argmax(logits, -1).data(), Number);
+      } else {
+        const V = logits.shape[2];
+        const all = (await logits.data()) as Float32Array;
+        picked = seqs.map((seq, b) => {
+          const row = all.slice(b * V, (b + 1) * V);
+          for (const p of procs) p(row, seq);
+          return s.doSample ? rng.sample(row) : argmaxRow(row);
+        });
+      }
+      const next = accept(picked, step);
+      yield next;
+      if (reasons.every(Boolean)) break;
+      if (statics) {
+        logits = statics.decode(next, step);
+        continue;
+      }
+      for (const r of mask) r.push(1);
+      if (cache!.seqLength === recomputeAt) {
+        // transformers' Phi3ForCausalLM.prepare_inputs_for_generation: past the original context,
+        // LongRoPE switches frequencies, so the cache is recomputed once from the whole sequence.
+        cache = newCache();
+        logits = prefill(seqs);
+        continue;
+      }
+      logits = model.forward({
+        inputIds: model.idsTensor(next.map((t) => [t])),
+        positionIds: seen.map((n) => [n + step]),
+        attentionMask: mask,
+        cache,
+        logitsToKeep: 1,
       });
     }
-    const next = accept(picked, step);
-    yield next;
-    if (reasons.every(Boolean)) break;
-    if (statics) {
-      logits = statics.decode(next, step);
-      continue;
-    }
-    for (const r of mask) r.push(1);
-    if (cache!.seqLength === recomputeAt) {
-      // transformers' Phi3ForCausalLM.prepare_inputs_for_generation: past the original context,
-      // LongRoPE switches frequencies, so the cache is recomputed once from the whole sequence.
-      cache = newCache();
-      logits = prefill(seqs);
-      continue;
-    }
-    logits = model.forward({
-      inputIds: model.idsTensor(next.map((t) => [t])),
-      positionIds: seen.map((n) => [n + step]),
-      attentionMask: mask,
-      cache,
-      logitsToKeep: 1,
-    });
+  } finally {
+    statics?.release();
   }
 }
 

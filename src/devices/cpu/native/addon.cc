@@ -20,6 +20,7 @@
 #include "ops.h"
 #include "quant_kernels.h"
 #include "spatial.h"
+#include "fused.h"
 #include "thread_pool.h"
 
 namespace tsorch {
@@ -465,7 +466,9 @@ napi_value PagedAttention(napi_env env, napi_callback_info info) {
   }
   PagedAttentionArgs p{static_cast<const float*>(q.data), kc.data, vc.data, tb, sq, ps, static_cast<float*>(out.data),
                        T, Hq, Hkv, D, Dv, bs, mb, static_cast<float>(scale), static_cast<float>(softcap), window, kvdt};
-  paged_attention(p);
+  // The static KV cache of compiled generation (one block per sequence) has its own kernel.
+  if (mb == 1) static_attention(p);
+  else paged_attention(p);
   return undefined(env);
 }
 
@@ -852,6 +855,7 @@ NAPI_MODULE_INIT() {
       {"conv2d", nullptr, Conv2dExport, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
       {"groupNorm", nullptr, GroupNormExport, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
       {"upsampleNearest2d", nullptr, UpsampleNearest2dExport, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
+      {"linearAdd", nullptr, LinearAddExport, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
   };
   napi_define_properties(env, exports, sizeof(props) / sizeof(props[0]), props);
   register_graph_kernels(props, sizeof(props) / sizeof(props[0]));

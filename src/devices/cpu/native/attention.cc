@@ -149,6 +149,13 @@ bool scores_to_probs(const SdpaArgs& a, float* s, int64_t k0, int64_t nk, int64_
 
 }  // namespace
 
+bool softmax_scaled_avx512(float* v, int64_t n, float scale) {
+#if defined(TSORCH_X86_KERNELS)
+  if (use_avx512()) return softmax_row_avx512(v, n, scale, nullptr, false, 0.f), true;
+#endif
+  return false;
+}
+
 // See native.ts: q [B, Hq, Lq, D] float32, k [B, Hkv, Lk, D] and v [B, Hkv, Lk, Dv] of kv_dtype
 // (float32, float16 or bfloat16: a half-precision KV cache is read as stored, converted in the GEMM
 // kernels' registers), all strided; out contiguous [B, Lq, Hq, Dv].

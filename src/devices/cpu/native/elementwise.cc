@@ -61,6 +61,11 @@ void unary_run(const float* x, float* out, int64_t n) {
 template <int... OPS>
 constexpr void (*unary_table[])(const float*, float*, int64_t) = {unary_run<OPS>...};
 
+// Every unary op's loop, by op code (unary, and the unary steps of fused chains).
+constexpr auto& kUnaryRuns =
+    unary_table<kNeg, kExp, kLog, kSqrt, kRsqrt, kTanh, kSigmoid, kSilu, kGelu, kGeluTanh, kAbs,
+                kSin, kCos, kRelu, kSoftplus, kReciprocal, kSquare, kErf>;
+
 // ---------------------------------------------------------------------------------------------
 // binary
 // ---------------------------------------------------------------------------------------------
@@ -169,17 +174,17 @@ void where_run(const uint8_t* cond, const void* av, const void* bv, void* outv,
 // fused chains (compile/)
 // ---------------------------------------------------------------------------------------------
 
-float apply_binary(int op, float a, float b) {
-  switch (op) {
-    case kAdd: return BinOp<kAdd, float>().f(a, b);
-    case kSub: return BinOp<kSub, float>().f(a, b);
-    case kMul: return BinOp<kMul, float>().f(a, b);
-    case kDiv: return BinOp<kDiv, float>().f(a, b);
-    case kMaximum: return BinOp<kMaximum, float>().f(a, b);
-    case kMinimum: return BinOp<kMinimum, float>().f(a, b);
-    default: return BinOp<kPow, float>().f(a, b);  // kPow
-  }
+// out[i] = a[i] OP b[i] over contiguous blocks (the binary steps of fused chains).
+template <int OP>
+void binary_block(const float* a, const float* b, float* out, int64_t n) {
+  BinOp<OP, float> op;
+  for (int64_t i = 0; i < n; ++i) out[i] = op.f(a[i], b[i]);
 }
+
+// By op code: the float ops a chain may hold (kAdd .. kPow).
+constexpr void (*kBinaryBlocks[])(const float*, const float*, float*, int64_t) = {
+    binary_block<kAdd>, binary_block<kSub>, binary_block<kMul>, binary_block<kDiv>,
+    binary_block<kMaximum>, binary_block<kMinimum>, binary_block<kPow>};
 
 // Elements per block: every step's values for one block stay in L1.
 constexpr int64_t kFusedBlock = 256;
@@ -210,11 +215,12 @@ void fused_elementwise(const int32_t* prog, int nsteps, const float* const* in, 
         const int32_t* p = prog + s * 6;
         float* dst = values.data() + static_cast<size_t>(s) * kFusedBlock;
         const float* a = operand(p[2], p[3], 0);
+        // Each step runs as one loop of its op over the block (no per-element dispatch).
         if (p[0] == 0) {
-          for (int64_t i = 0; i < len; ++i) dst[i] = apply_unary(p[1], a[i]);
+          kUnaryRuns[p[1]](a, dst, len);
         } else {
           const float* b = operand(p[4], p[5], 1);
-          for (int64_t i = 0; i < len; ++i) dst[i] = apply_binary(p[1], a[i], b[i]);
+          kBinaryBlocks[p[1]](a, b, dst, len);  // op checked by the export: kAdd .. kPow
         }
       }
       const float* last = values.data() + static_cast<size_t>(nsteps - 1) * kFusedBlock;
@@ -225,10 +231,7 @@ void fused_elementwise(const int32_t* prog, int nsteps, const float* const* in, 
 }
 
 void unary(int op, const float* x, float* out, int64_t n) {
-  static constexpr auto& table =
-      unary_table<kNeg, kExp, kLog, kSqrt, kRsqrt, kTanh, kSigmoid, kSilu, kGelu, kGeluTanh, kAbs,
-                  kSin, kCos, kRelu, kSoftplus, kReciprocal, kSquare, kErf>;
-  const auto run = table[op];
+  const auto run = kUnaryRuns[op];
   ThreadPool& pool = ThreadPool::get();
   const int64_t tasks =
       std::max<int64_t>(1, std::min<int64_t>(split_count(8.0 * n, 4 * pool.size()), n / 4096));
