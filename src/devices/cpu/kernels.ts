@@ -17,27 +17,9 @@ const shape = (t: TensorView) => t.shape as number[];
 const rowsOf = (t: TensorView) => numel(t) / t.shape[t.shape.length - 1];
 const last = (t: TensorView) => t.shape[t.shape.length - 1];
 
-/**
- * gatherLinear on cpu: the cpu device is synchronous, so idx is read here; rows are grouped by
- * expert, gathered, run through the addon's `linear` once per expert, and scattered back.
- */
-const gatherLinear: KernelSignatures["gatherLinear"] = (x, w, idx, out) => {
-  const [M, K] = x.shape, N = w[0].shape[0];
-  const ids = new BigInt64Array(buf(idx).slice(0, M * 8).buffer);
-  const rows: number[][] = w.map(() => []);
-  ids.forEach((e, m) => {
-    if (e < 0n || e >= BigInt(w.length)) throw new RangeError(`gather_linear: expert index ${e} is out of range for ${w.length} weights`);
-    rows[Number(e)].push(m);
-  });
-  const xb = buf(x), ob = buf(out), inRow = K * 4, outRow = N * 4;
-  rows.forEach((ms, e) => {
-    if (ms.length === 0) return;
-    const xs = new Uint8Array(ms.length * inRow), ys = new Uint8Array(ms.length * outRow);
-    ms.forEach((m, i) => xs.set(xb.subarray(m * inRow, (m + 1) * inRow), i * inRow));
-    native().linear(xs, buf(w[e]), code(w[e]), null, 0, ys, ms.length, N, K);
-    ms.forEach((m, i) => ob.set(ys.subarray(i * outRow, (i + 1) * outRow), m * outRow));
-  });
-};
+/** gatherLinear on cpu: one addon call sorts rows by expert, runs every expert's GEMM and scatters. */
+const gatherLinear: KernelSignatures["gatherLinear"] = (x, w, idx, out) =>
+  native().gatherLinear(buf(x), w.map(buf), code(w[0]), buf(idx), buf(out), x.shape[0], out.shape[out.shape.length - 1], x.shape[1]);
 
 /** Most inputs of a fused chain (the addon's kMaxFusedInputs). */
 const MAX_FUSED_INPUTS = 6;

@@ -127,6 +127,14 @@ export interface NativeCpu {
          M: number, N: number, K: number): void;
 
   /**
+   * Mixture-of-experts projection (gather_mm): out[m, :] = x[m, :] @ weights[idx[m]]^T, with x
+   * float32 contiguous [M, K], weights E Uint8Arrays of [N, K] contiguous wDtype (float32, float16
+   * or bfloat16), idx int64 [M], out float32 [M, N]. Rows are sorted by expert and every expert's
+   * GEMM runs in one parallel region. Throws RangeError naming an idx entry outside [0, E).
+   */
+  gatherLinear(x: Buf, weights: Uint8Array[], wDtype: number, idx: Buf, out: Buf, M: number, N: number, K: number): void;
+
+  /**
    * linear plus a residual (compile's epilogue fusion): out = x @ w^T (+ bias) + residual, with x,
    * w, bias as for linear and residual, out float32 contiguous [M, N]; out shares no bytes with
    * x, w, bias or residual. One row adds the residual as the product's bias.

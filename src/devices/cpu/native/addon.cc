@@ -330,6 +330,57 @@ napi_value Linear(napi_env env, napi_callback_info info) {
   return undefined(env);
 }
 
+// gatherLinear(x, weights, wDtype, idx, out, M, N, K): out[m] = x[m] @ weights[idx[m]]^T, with
+// weights an array of E [N, K] Uint8Arrays of wDtype and idx int64 [M] (gather_linear.cc).
+napi_value GatherLinear(napi_env env, napi_callback_info info) {
+  Args args(env, info, "gather_linear", 8);
+  const Buffer x = args.buffer(0, "x");
+  const int wdt = args.dtype(2, "wDtype");
+  const Buffer idx = args.buffer(3, "idx");
+  const Buffer out = args.buffer(4, "out");
+  const int64_t M = args.integer(5, "M"), N = args.integer(6, "N"), K = args.integer(7, "K");
+  float_dtype(args, wdt, "wDtype");
+  args.fits(x, kF32, {M, K});
+  args.fits(idx, kI64, {M});
+  args.fits(out, kF32, {M, N});
+  if (args.failed()) return nullptr;
+  // The weights array is read here (gatherLinear is never recorded into a native graph).
+  size_t argc = 8;
+  napi_value argv[8];
+  napi_get_cb_info(env, info, &argc, argv, nullptr, nullptr);
+  bool is_array = false;
+  napi_is_array(env, argv[1], &is_array);
+  uint32_t E = 0;
+  if (is_array) napi_get_array_length(env, argv[1], &E);
+  if (!args.check(is_array && E > 0, true, "argument 'weights' must be a non-empty array of Uint8Arrays")) return nullptr;
+  std::vector<const void*> w(E);
+  for (uint32_t e = 0; e < E; ++e) {
+    napi_value item;
+    napi_get_element(env, argv[1], e, &item);
+    bool is_typed = false;
+    napi_is_typedarray(env, item, &is_typed);
+    napi_typedarray_type type = napi_int8_array;
+    size_t length = 0;
+    void* data = nullptr;
+    if (is_typed) napi_get_typedarray_info(env, item, &type, &length, &data, nullptr, nullptr);
+    if (!args.check(type == napi_uint8_array, true, "weights[%u] must be a Uint8Array", e)) return nullptr;
+    Buffer b;
+    b.data = data;
+    b.bytes = length;
+    b.name = "weights[e]";
+    if (!args.fits(b, wdt, {N, K})) return nullptr;
+    w[e] = data;
+  }
+  const int64_t* ids = static_cast<const int64_t*>(idx.data);
+  for (int64_t m = 0; m < M; ++m) {
+    if (!args.check(ids[m] >= 0 && ids[m] < E, false, "expert index %lld is out of range for %u weights",
+                    static_cast<long long>(ids[m]), E))
+      return nullptr;
+  }
+  gather_linear(static_cast<const float*>(x.data), w.data(), wdt, E, ids, static_cast<float*>(out.data), M, N, K);
+  return undefined(env);
+}
+
 // matmul(a, aStrides, b, bStrides, out, batch, M, N, K): batched strided float32 matmul.
 napi_value Matmul(napi_env env, napi_callback_info info) {
   Args args(env, info, "matmul", 9);
@@ -834,6 +885,7 @@ NAPI_MODULE_INIT() {
       {"cumsum", nullptr, Cumsum, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
       {"softmax", nullptr, Softmax, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
       {"linear", nullptr, Linear, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
+      {"gatherLinear", nullptr, GatherLinear, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
       {"matmul", nullptr, Matmul, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
       {"sdpa", nullptr, Sdpa, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
       {"causalConv1d", nullptr, CausalConv1d, nullptr, nullptr, nullptr, napi_enumerable, nullptr},

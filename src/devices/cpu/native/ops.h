@@ -55,6 +55,11 @@ void softmax(const float* x, float* out, int64_t rows, int64_t n, bool log);
 void linear(const float* x, const void* w, int w_dtype, const void* bias, int bias_dtype,
             float* out, int64_t M, int64_t N, int64_t K);
 
+// gather_linear.cc: out[m] = x[m] @ w[idx[m]]^T; w holds E pointers to [N, K] of w_dtype, idx int64
+// [M] in [0, E) (checked by the caller).
+void gather_linear(const float* x, const void* const* w, int w_dtype, int64_t E, const int64_t* idx,
+                   float* out, int64_t M, int64_t N, int64_t K);
+
 // matmul.cc
 void matmul(const float* a, const int64_t a_strides[3], const float* b, const int64_t b_strides[3],
             float* out, int64_t batch, int64_t M, int64_t N, int64_t K);
