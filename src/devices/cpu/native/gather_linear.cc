@@ -27,10 +27,13 @@ void gather_linear(const float* x, const void* const* w, int w_dtype, int64_t E,
     std::vector<int64_t> next(start.begin(), start.end() - 1);
     for (int64_t m = 0; m < M; ++m) perm[next[idx[m]]++] = m;
   }
-  std::vector<float> xs(static_cast<size_t>(M * K)), ys(static_cast<size_t>(M * N));
+  // The sorted rows and their products, in this (the calling) thread's scratch slots 1 and 2:
+  // the GEMM kernels use slots 0 and 3 only.
+  float* xs = thread_scratch(1, static_cast<size_t>(M * K));
+  float* ys = thread_scratch(2, static_cast<size_t>(M * N));
   ThreadPool& pool = ThreadPool::get();
   parallel_rows(M, static_cast<double>(K), [&](int64_t r) {
-    std::memcpy(xs.data() + r * K, x + perm[r] * K, static_cast<size_t>(K) * sizeof(float));
+    std::memcpy(xs + r * K, x + perm[r] * K, static_cast<size_t>(K) * sizeof(float));
   });
   // Tasks: every expert with rows, its columns cut into blocks (multiples of the kernel's column
   // granularity) so that about 4 tasks per thread exist even when few experts are active.
@@ -47,8 +50,8 @@ void gather_linear(const float* x, const void* const* w, int w_dtype, int64_t E,
     const int64_t e = active[t / blocks], b = t % blocks;
     const int64_t n0 = std::min(N, groups * b / blocks * gran), n1 = std::min(N, groups * (b + 1) / blocks * gran);
     const int64_t r0 = start[e], rows = start[e + 1] - r0;
-    gemm_range(xs.data() + r0 * K, K, rows, K, BMatrix{w[e], w_dtype, 1, K, true}, nullptr,
-               ys.data() + r0 * N, N, n0, n1);
+    gemm_range(xs + r0 * K, K, rows, K, BMatrix{w[e], w_dtype, 1, K, true}, nullptr,
+               ys + r0 * N, N, n0, n1);
   };
   if (want <= 1) {
     for (int64_t t = 0; t < tasks; ++t) task(t);
@@ -56,7 +59,7 @@ void gather_linear(const float* x, const void* const* w, int w_dtype, int64_t E,
     pool.parallel_for(tasks, task);
   }
   parallel_rows(M, static_cast<double>(N), [&](int64_t r) {
-    std::memcpy(out + perm[r] * N, ys.data() + r * N, static_cast<size_t>(N) * sizeof(float));
+    std::memcpy(out + perm[r] * N, ys + r * N, static_cast<size_t>(N) * sizeof(float));
   });
 }
 
