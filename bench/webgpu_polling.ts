@@ -5,7 +5,7 @@
  * and the host (main) thread's CPU ms per step from /proc (Linux), which a shared host distorts
  * least: the spinning it removes is CPU that lavapipe's worker threads need. Prints one line each.
  *
- *   node dist/bench/webgpu_polling.js [--model DIR] [--rounds 5] [--new-tokens 100] [--spins -1,0.25]
+ *   node dist/bench/webgpu_polling.js [--model DIR] [--rounds 5] [--new-tokens 100] [--spins=-1,0.25]
  */
 import { readFileSync } from "node:fs";
 import { loadavg } from "node:os";
