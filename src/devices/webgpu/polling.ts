@@ -34,7 +34,7 @@ function install(spin: number): void {
   original = immediate;
   since = performance.now();
   const patched = ((fn: (...a: unknown[]) => void, ...args: unknown[]) => {
-    if (isNativeCallback(fn, args.length) && performance.now() - since >= spin) {
+    if (performance.now() - since >= spin && isNativeCallback(fn, args.length)) {
       // A Timeout, not an Immediate: Dawn ignores the handle.
       return setTimeout(fn, 0) as unknown as NodeJS.Immediate;
     }
