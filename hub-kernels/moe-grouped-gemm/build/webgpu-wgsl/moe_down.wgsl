@@ -1,5 +1,5 @@
 // Pass 3 of 4 — one grouped GEMM for the down projection of all experts, laid out as pass 2 (tiles
-// of up to 2 sorted rows; each invocation owns 8 columns 64 apart in named vec4 registers, the
+// of up to 2 sorted rows; each invocation owns 8 columns 64 apart in named f32 registers, the
 // tile's rows of HS read uniformly), with the top-k weighting and the scatter back fused in the
 // epilogue: YK[r, n] = topk_weight[r] * (HS[position] . down[e, n]) for the routed row r of each
 // sorted position. Needs I % 8 == 0 and 8-aligned offsets.
@@ -40,22 +40,22 @@ fn w8(e: u32) -> mat2x4<f32> {
   let wb5 = pu(2u) + (e * H + min(n0 + 320u, H - 1u)) * I;
   let wb6 = pu(2u) + (e * H + min(n0 + 384u, H - 1u)) * I;
   let wb7 = pu(2u) + (e * H + min(n0 + 448u, H - 1u)) * I;
-  var a00 = vec4<f32>();
-  var a01 = vec4<f32>();
-  var a02 = vec4<f32>();
-  var a03 = vec4<f32>();
-  var a04 = vec4<f32>();
-  var a05 = vec4<f32>();
-  var a06 = vec4<f32>();
-  var a07 = vec4<f32>();
-  var a10 = vec4<f32>();
-  var a11 = vec4<f32>();
-  var a12 = vec4<f32>();
-  var a13 = vec4<f32>();
-  var a14 = vec4<f32>();
-  var a15 = vec4<f32>();
-  var a16 = vec4<f32>();
-  var a17 = vec4<f32>();
+  var a00 = 0.0;
+  var a01 = 0.0;
+  var a02 = 0.0;
+  var a03 = 0.0;
+  var a04 = 0.0;
+  var a05 = 0.0;
+  var a06 = 0.0;
+  var a07 = 0.0;
+  var a10 = 0.0;
+  var a11 = 0.0;
+  var a12 = 0.0;
+  var a13 = 0.0;
+  var a14 = 0.0;
+  var a15 = 0.0;
+  var a16 = 0.0;
+  var a17 = 0.0;
   for (var k = 0u; k < I; k = k + 8u) {
     let w0 = w8(wb0 + k);
     let w1 = w8(wb1 + k);
@@ -66,46 +66,46 @@ fn w8(e: u32) -> mat2x4<f32> {
     let w6 = w8(wb6 + k);
     let w7 = w8(wb7 + k);
     { let ha = HS[h0 + k / 4u]; let hc = HS[h0 + k / 4u + 1u];
-      a00 = fma(ha, w0[0], fma(hc, w0[1], a00));
-      a01 = fma(ha, w1[0], fma(hc, w1[1], a01));
-      a02 = fma(ha, w2[0], fma(hc, w2[1], a02));
-      a03 = fma(ha, w3[0], fma(hc, w3[1], a03));
-      a04 = fma(ha, w4[0], fma(hc, w4[1], a04));
-      a05 = fma(ha, w5[0], fma(hc, w5[1], a05));
-      a06 = fma(ha, w6[0], fma(hc, w6[1], a06));
-      a07 = fma(ha, w7[0], fma(hc, w7[1], a07));
+      a00 = a00 + dot(ha, w0[0]) + dot(hc, w0[1]);
+      a01 = a01 + dot(ha, w1[0]) + dot(hc, w1[1]);
+      a02 = a02 + dot(ha, w2[0]) + dot(hc, w2[1]);
+      a03 = a03 + dot(ha, w3[0]) + dot(hc, w3[1]);
+      a04 = a04 + dot(ha, w4[0]) + dot(hc, w4[1]);
+      a05 = a05 + dot(ha, w5[0]) + dot(hc, w5[1]);
+      a06 = a06 + dot(ha, w6[0]) + dot(hc, w6[1]);
+      a07 = a07 + dot(ha, w7[0]) + dot(hc, w7[1]);
     }
     { let ha = HS[h1 + k / 4u]; let hc = HS[h1 + k / 4u + 1u];
-      a10 = fma(ha, w0[0], fma(hc, w0[1], a10));
-      a11 = fma(ha, w1[0], fma(hc, w1[1], a11));
-      a12 = fma(ha, w2[0], fma(hc, w2[1], a12));
-      a13 = fma(ha, w3[0], fma(hc, w3[1], a13));
-      a14 = fma(ha, w4[0], fma(hc, w4[1], a14));
-      a15 = fma(ha, w5[0], fma(hc, w5[1], a15));
-      a16 = fma(ha, w6[0], fma(hc, w6[1], a16));
-      a17 = fma(ha, w7[0], fma(hc, w7[1], a17));
+      a10 = a10 + dot(ha, w0[0]) + dot(hc, w0[1]);
+      a11 = a11 + dot(ha, w1[0]) + dot(hc, w1[1]);
+      a12 = a12 + dot(ha, w2[0]) + dot(hc, w2[1]);
+      a13 = a13 + dot(ha, w3[0]) + dot(hc, w3[1]);
+      a14 = a14 + dot(ha, w4[0]) + dot(hc, w4[1]);
+      a15 = a15 + dot(ha, w5[0]) + dot(hc, w5[1]);
+      a16 = a16 + dot(ha, w6[0]) + dot(hc, w6[1]);
+      a17 = a17 + dot(ha, w7[0]) + dot(hc, w7[1]);
     }
   }
   if (0u < rows) {
     let row = SORTED[row0 + 0u]; let tw = TW[pu(3u) + row];
-    if (n0 + 0u < H) { YK[row * H + n0 + 0u] = dot(a00, vec4<f32>(1.0)) * tw; }
-    if (n0 + 64u < H) { YK[row * H + n0 + 64u] = dot(a01, vec4<f32>(1.0)) * tw; }
-    if (n0 + 128u < H) { YK[row * H + n0 + 128u] = dot(a02, vec4<f32>(1.0)) * tw; }
-    if (n0 + 192u < H) { YK[row * H + n0 + 192u] = dot(a03, vec4<f32>(1.0)) * tw; }
-    if (n0 + 256u < H) { YK[row * H + n0 + 256u] = dot(a04, vec4<f32>(1.0)) * tw; }
-    if (n0 + 320u < H) { YK[row * H + n0 + 320u] = dot(a05, vec4<f32>(1.0)) * tw; }
-    if (n0 + 384u < H) { YK[row * H + n0 + 384u] = dot(a06, vec4<f32>(1.0)) * tw; }
-    if (n0 + 448u < H) { YK[row * H + n0 + 448u] = dot(a07, vec4<f32>(1.0)) * tw; }
+    if (n0 + 0u < H) { YK[row * H + n0 + 0u] = a00 * tw; }
+    if (n0 + 64u < H) { YK[row * H + n0 + 64u] = a01 * tw; }
+    if (n0 + 128u < H) { YK[row * H + n0 + 128u] = a02 * tw; }
+    if (n0 + 192u < H) { YK[row * H + n0 + 192u] = a03 * tw; }
+    if (n0 + 256u < H) { YK[row * H + n0 + 256u] = a04 * tw; }
+    if (n0 + 320u < H) { YK[row * H + n0 + 320u] = a05 * tw; }
+    if (n0 + 384u < H) { YK[row * H + n0 + 384u] = a06 * tw; }
+    if (n0 + 448u < H) { YK[row * H + n0 + 448u] = a07 * tw; }
   }
   if (1u < rows) {
     let row = SORTED[row0 + 1u]; let tw = TW[pu(3u) + row];
-    if (n0 + 0u < H) { YK[row * H + n0 + 0u] = dot(a10, vec4<f32>(1.0)) * tw; }
-    if (n0 + 64u < H) { YK[row * H + n0 + 64u] = dot(a11, vec4<f32>(1.0)) * tw; }
-    if (n0 + 128u < H) { YK[row * H + n0 + 128u] = dot(a12, vec4<f32>(1.0)) * tw; }
-    if (n0 + 192u < H) { YK[row * H + n0 + 192u] = dot(a13, vec4<f32>(1.0)) * tw; }
-    if (n0 + 256u < H) { YK[row * H + n0 + 256u] = dot(a14, vec4<f32>(1.0)) * tw; }
-    if (n0 + 320u < H) { YK[row * H + n0 + 320u] = dot(a15, vec4<f32>(1.0)) * tw; }
-    if (n0 + 384u < H) { YK[row * H + n0 + 384u] = dot(a16, vec4<f32>(1.0)) * tw; }
-    if (n0 + 448u < H) { YK[row * H + n0 + 448u] = dot(a17, vec4<f32>(1.0)) * tw; }
+    if (n0 + 0u < H) { YK[row * H + n0 + 0u] = a10 * tw; }
+    if (n0 + 64u < H) { YK[row * H + n0 + 64u] = a11 * tw; }
+    if (n0 + 128u < H) { YK[row * H + n0 + 128u] = a12 * tw; }
+    if (n0 + 192u < H) { YK[row * H + n0 + 192u] = a13 * tw; }
+    if (n0 + 256u < H) { YK[row * H + n0 + 256u] = a14 * tw; }
+    if (n0 + 320u < H) { YK[row * H + n0 + 320u] = a15 * tw; }
+    if (n0 + 384u < H) { YK[row * H + n0 + 384u] = a16 * tw; }
+    if (n0 + 448u < H) { YK[row * H + n0 + 448u] = a17 * tw; }
   }
 }
