@@ -292,9 +292,13 @@ void attend_piece(const PagedAttentionArgs& a, const Piece& pc, float* O, int64_
         if (j0 == j1) continue;
         if (a.softcap > 0)
           for (int64_t j = j0; j < j1; ++j) s[j] = a.softcap * kLog2e * std::tanh(s[j] * mul);
+        // Lane j is seen when j - j0 < j1 - j0 (unsigned).
+        const u32x16 width = u32x16{} + uint32_t(j1 - j0);
+        const i32x16 from = iota - int32_t(j0);
         f32x16 vmax = ninf;
-        for (int64_t j = 0; j < nv; j += kW) {
-          const i32x16 idx = iota + int32_t(j), in = (idx >= int32_t(j0)) & (idx < int32_t(j1));
+        i32x16 idx = from;
+        for (int64_t j = 0; j < nv; j += kW, idx += int32_t(kW)) {
+          const i32x16 in = (u32x16)idx < width;
           const f32x16 x = (f32x16)((in & (i32x16)(load16(s + j) * smul)) | (~in & (i32x16)ninf));
           store16(s + j, x);
           vmax = vmax > x ? vmax : x;
@@ -303,8 +307,9 @@ void attend_piece(const PagedAttentionArgs& a, const Piece& pc, float* O, int64_
         for (int k = 0; k < kW; ++k) mx = vmax[k] > mx ? vmax[k] : mx;
         const float alpha = std::exp2(m[r] - mx);  // 0 on the row's first keys (m = -inf)
         f32x16 sum = {};
-        for (int64_t j = 0; j < nv; j += kW) {
-          const i32x16 idx = iota + int32_t(j), in = (idx >= int32_t(j0)) & (idx < int32_t(j1));
+        idx = from;
+        for (int64_t j = 0; j < nv; j += kW, idx += int32_t(kW)) {
+          const i32x16 in = (u32x16)idx < width;
           const f32x16 e = (f32x16)(in & (i32x16)exp2_16(load16(s + j) - mx));
           store16(s + j, e);
           sum += e;
