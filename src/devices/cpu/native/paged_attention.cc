@@ -129,6 +129,38 @@ TSORCH_INLINE void dot4(const float* q, const T* k0, const T* k1, const T* k2, c
   std::memcpy(s, &r, sizeof r);
 }
 
+// dot4 for two query rows q0, q1 (s0, s1), reading (and widening) each key vector once.
+template <class T>
+TSORCH_INLINE void dot4x2(const float* q0, const float* q1, const T* k0, const T* k1, const T* k2, const T* k3, int64_t n, float* s0, float* s1) {
+  f32x16 a0 = {}, a1 = {}, a2 = {}, a3 = {}, b0 = {}, b1 = {}, b2 = {}, b3 = {};
+  int64_t i = 0;
+  for (; i + kW <= n; i += kW) {
+    const f32x16 x = load16(q0 + i), y = load16(q1 + i);
+    const f32x16 c0 = ld16(k0 + i), c1 = ld16(k1 + i), c2 = ld16(k2 + i), c3 = ld16(k3 + i);
+    a0 += x * c0, a1 += x * c1, a2 += x * c2, a3 += x * c3;
+    b0 += y * c0, b1 += y * c1, b2 += y * c2, b3 += y * c3;
+  }
+  if (i < n) return dot4(q0, k0, k1, k2, k3, n, s0), dot4(q1, k0, k1, k2, k3, n, s1);  // D not a multiple of kW
+  const f32x4 r0 = hsum4(a0, a1, a2, a3), r1 = hsum4(b0, b1, b2, b3);
+  std::memcpy(s0, &r0, sizeof r0), std::memcpy(s1, &r1, sizeof r1);
+}
+
+// pv_block for two output rows y0, y1 over the same keys, each value vector read once.
+template <int NV, class VRow>
+TSORCH_INLINE void pv_block2(float* y0, float* y1, float a0, float a1, const float* p0, const float* p1, int64_t j0, int64_t j1, const VRow& vrow, int64_t off) {
+  f32x16 c[NV], d[NV];
+  for (int k = 0; k < NV; ++k) c[k] = a0 * load16(y0 + k * kW), d[k] = a1 * load16(y1 + k * kW);
+  for (int64_t j = j0; j < j1; ++j) {
+    const auto* v = vrow(j) + off;
+    const float u = p0[j], w = p1[j];
+    for (int k = 0; k < NV; ++k) {
+      const f32x16 x = ld16(v + k * kW);
+      c[k] += u * x, d[k] += w * x;
+    }
+  }
+  for (int k = 0; k < NV; ++k) store16(y0 + k * kW, c[k]), store16(y1 + k * kW, d[k]);
+}
+
 // y[0, NV * kW) = alpha y + sum over j in [j0, j1) of p[j] v_j (v_j = vrow(j) + off), the NV
 // output vectors held in registers across the keys.
 template <int NV, class VRow>
@@ -156,6 +188,13 @@ TSORCH_INLINE void pv_row(float* y, int64_t n, float alpha, const float* p, int6
     for (int64_t j = j0; j < j1; ++j) acc += p[j] * ld1(vrow(j) + i);
     y[i] = acc;
   }
+}
+
+// pv_row for two rows over the same keys [j0, j1) (n a multiple of 4 kW; else one row at a time).
+template <class VRow>
+TSORCH_INLINE void pv_row2(float* y0, float* y1, int64_t n, float a0, float a1, const float* p0, const float* p1, int64_t j0, int64_t j1, const VRow& vrow) {
+  if (n % (4 * kW) != 0) return pv_row(y0, n, a0, p0, j0, j1, vrow), pv_row(y1, n, a1, p1, j0, j1, vrow);
+  for (int64_t i = 0; i < n; i += 4 * kW) pv_block2<4>(y0 + i, y1 + i, a0, a1, p0, p1, j0, j1, vrow, i);
 }
 
 // A pool row of `dtype` as float32: the row itself (float32), or converted into `buf`.
@@ -246,12 +285,14 @@ void attend_piece(const PagedAttentionArgs& a, const Piece& pc, float* O, int64_
   const char* kc = static_cast<const char*>(a.k_cache) + pc.g * D * es;
   const char* vc = static_cast<const char*>(a.v_cache) + pc.g * Dv * es;
   const int32_t* table = a.tables + int64_t(a.seq[pc.t0]) * a.max_blocks;
-  float* S = thread_scratch(3, R * kChunk + kChunk * (D + Dv) + 2 * (kChunk + 2 * R));
+  float* S = thread_scratch(3, R * kChunk + kChunk * (D + Dv) + 2 * (kChunk + 4 * R) + R);
   float* Kb = S + R * kChunk;  // the chunk's key and value rows as float32 (converted pools only)
   float* Vb = Kb + kChunk * D;
   int64_t* slot = reinterpret_cast<int64_t*>(Vb + kChunk * Dv);  // the chunk's slots (pool rows)
   int64_t* lo = slot + kChunk;  // each row's key range [lo, hi)
   int64_t* hi = lo + R;
+  int64_t* jr = hi + R;  // per chunk: each row's seen keys [jr[2r], jr[2r + 1]) and rescale al[r]
+  float* al = reinterpret_cast<float*>(jr + 2 * R);
   const auto q_row = [&](int64_t r) { return a.q + ((pc.t0 + r / group) * a.Hq + pc.g * group + r % group) * D; };
   const auto o_row = [&](int64_t r) { return O + (r / group) * ostride + (r % group) * Dv; };
   for (int64_t r = 0; r < R; ++r) {
@@ -283,12 +324,15 @@ void attend_piece(const PagedAttentionArgs& a, const Piece& pc, float* O, int64_
       // Scores, four keys at a time (indices past n repeat the last key; masked below).
       for (int64_t j = 0; j < n; j += 4) {
         const auto *k0 = krow(j), *k1 = krow(std::min(j + 1, n - 1)), *k2 = krow(std::min(j + 2, n - 1)), *k3 = krow(std::min(j + 3, n - 1));
-        for (int64_t r = 0; r < R; ++r) dot4(q_row(r), k0, k1, k2, k3, D, S + r * kChunk + j);
+        int64_t r = 0;
+        for (; r + 2 <= R; r += 2) dot4x2(q_row(r), q_row(r + 1), k0, k1, k2, k3, D, S + r * kChunk + j, S + (r + 1) * kChunk + j);
+        if (r < R) dot4(q_row(r), k0, k1, k2, k3, D, S + r * kChunk + j);
       }
       for (int64_t r = 0; r < R; ++r) {
         float* s = S + r * kChunk;
         // The keys of this chunk the row sees: [j0, j1); the other lanes get -inf, then weight 0.
         const int64_t j0 = std::clamp(lo[r] - c0, int64_t(0), n), j1 = std::clamp(hi[r] - c0, j0, n);
+        jr[2 * r] = j0, jr[2 * r + 1] = j1, al[r] = 1.f;
         if (j0 == j1) continue;
         if (a.softcap > 0)
           for (int64_t j = j0; j < j1; ++j) s[j] = a.softcap * kLog2e * std::tanh(s[j] * mul);
@@ -316,7 +360,18 @@ void attend_piece(const PagedAttentionArgs& a, const Piece& pc, float* O, int64_
         }
         l[r] = l[r] * alpha + hsum(sum);
         m[r] = mx;
-        pv_row(o_row(r), Dv, alpha, s, j0, j1, vrow);
+        al[r] = alpha;
+      }
+      // Weighted values, two rows at a time where they see the same keys (a token's query heads).
+      for (int64_t r = 0; r < R;) {
+        const int64_t j0 = jr[2 * r], j1 = jr[2 * r + 1];
+        if (r + 1 < R && jr[2 * r + 2] == j0 && jr[2 * r + 3] == j1) {
+          if (j0 < j1) pv_row2(o_row(r), o_row(r + 1), Dv, al[r], al[r + 1], S + r * kChunk, S + (r + 1) * kChunk, j0, j1, vrow);
+          r += 2;
+        } else {
+          if (j0 < j1) pv_row(o_row(r), Dv, al[r], S + r * kChunk, j0, j1, vrow);
+          r += 1;
+        }
       }
     }
   };
