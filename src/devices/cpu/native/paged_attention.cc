@@ -40,6 +40,9 @@ namespace {
 #define TSORCH_ISA_CLONES
 #endif
 
+// The helpers below are always inlined, so that each clone of the kernels gets them for its ISA.
+#define TSORCH_INLINE inline __attribute__((always_inline))
+
 typedef float f32x16 __attribute__((vector_size(64)));
 typedef float f32x8 __attribute__((vector_size(32)));
 typedef float f32x4 __attribute__((vector_size(16)));
@@ -48,10 +51,10 @@ typedef uint16_t u16x16 __attribute__((vector_size(32)));
 typedef uint32_t u32x16 __attribute__((vector_size(64)));
 constexpr int64_t kW = 16;  // floats per vector
 
-inline f32x16 load16(const float* p) { f32x16 v; std::memcpy(&v, p, sizeof v); return v; }
-inline void store16(float* p, const f32x16& v) { std::memcpy(p, &v, sizeof v); }
+TSORCH_INLINE f32x16 load16(const float* p) { f32x16 v; std::memcpy(&v, p, sizeof v); return v; }
+TSORCH_INLINE void store16(float* p, const f32x16& v) { std::memcpy(p, &v, sizeof v); }
 
-inline float hsum(const f32x16& v) {
+TSORCH_INLINE float hsum(const f32x16& v) {
   f32x8 lo, hi;
   std::memcpy(&lo, &v, sizeof lo);
   std::memcpy(&hi, reinterpret_cast<const char*>(&v) + sizeof lo, sizeof hi);
@@ -65,7 +68,7 @@ inline float hsum(const f32x16& v) {
 
 // 2^x for x <= 0 (x < -126 gives 2^-126; NaN stays NaN): 2^n 2^f with n = round(x), |f| <= 1/2,
 // 2^f by Cephes' exp2f polynomial (relative error ~2e-7).
-inline f32x16 exp2_16(const f32x16& v) {
+TSORCH_INLINE f32x16 exp2_16(const f32x16& v) {
   const i32x16 low = v < -126.f;
   const f32x16 x = (f32x16)((low & (i32x16)(f32x16{} - 126.f)) | (~low & (i32x16)v));
   const f32x16 n = (x + 12582912.f) - 12582912.f;  // round to nearest (1.5 * 2^23)
@@ -80,29 +83,122 @@ inline f32x16 exp2_16(const f32x16& v) {
   return p * (f32x16)e;
 }
 
-// s[j] = q . k_j for four key rows k_j (n floats each): four independent vector accumulators.
-inline void dot4(const float* q, const float* k0, const float* k1, const float* k2, const float* k3, int64_t n, float* s) {
+// 16 floats of a row from element p on: float32 in place, or bfloat16 widened (the high half of a
+// float32) in registers.
+TSORCH_INLINE f32x16 ld16(const float* p) { return load16(p); }
+TSORCH_INLINE f32x16 ld16(const uint16_t* p) {
+  u16x16 h;
+  std::memcpy(&h, p, sizeof h);
+  return (f32x16)(__builtin_convertvector(h, u32x16) << 16);
+}
+TSORCH_INLINE float ld1(const float* p) { return *p; }
+TSORCH_INLINE float ld1(const uint16_t* p) { return bf16_to_f32(*p); }
+
+// {sum of a0's lanes, of a1's, a2's, a3's}: a transposed reduction (halving the lanes of all four
+// vectors together), not four horizontal sums.
+TSORCH_INLINE f32x4 hsum4(const f32x16& a0, const f32x16& a1, const f32x16& a2, const f32x16& a3) {
+  const i32x16 lo8 = {0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23};
+  const i32x16 hi8 = {8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31};
+  const f32x16 h0 = __builtin_shuffle(a0, a1, lo8) + __builtin_shuffle(a0, a1, hi8);
+  const f32x16 h1 = __builtin_shuffle(a2, a3, lo8) + __builtin_shuffle(a2, a3, hi8);
+  const i32x16 lo4 = {0, 1, 2, 3, 8, 9, 10, 11, 16, 17, 18, 19, 24, 25, 26, 27};
+  const i32x16 hi4 = {4, 5, 6, 7, 12, 13, 14, 15, 20, 21, 22, 23, 28, 29, 30, 31};
+  const f32x16 g = __builtin_shuffle(h0, h1, lo4) + __builtin_shuffle(h0, h1, hi4);  // 4 partials each
+  const i32x16 lo2 = {0, 1, 4, 5, 8, 9, 12, 13, 0, 1, 4, 5, 8, 9, 12, 13};
+  const i32x16 hi2 = {2, 3, 6, 7, 10, 11, 14, 15, 2, 3, 6, 7, 10, 11, 14, 15};
+  const f32x16 e = __builtin_shuffle(g, lo2) + __builtin_shuffle(g, hi2);  // 2 partials each
+  const i32x16 lo1 = {0, 2, 4, 6, 0, 2, 4, 6, 0, 2, 4, 6, 0, 2, 4, 6};
+  const i32x16 hi1 = {1, 3, 5, 7, 1, 3, 5, 7, 1, 3, 5, 7, 1, 3, 5, 7};
+  const f32x16 t = __builtin_shuffle(e, lo1) + __builtin_shuffle(e, hi1);
+  f32x4 r;
+  std::memcpy(&r, &t, sizeof r);
+  return r;
+}
+
+// s[0..3] = q . k_j for four key rows k_j (n elements each): four independent vector accumulators.
+template <class T>
+TSORCH_INLINE void dot4(const float* q, const T* k0, const T* k1, const T* k2, const T* k3, int64_t n, float* s) {
   f32x16 a0 = {}, a1 = {}, a2 = {}, a3 = {};
   int64_t i = 0;
   for (; i + kW <= n; i += kW) {
     const f32x16 x = load16(q + i);
-    a0 += x * load16(k0 + i), a1 += x * load16(k1 + i), a2 += x * load16(k2 + i), a3 += x * load16(k3 + i);
+    a0 += x * ld16(k0 + i), a1 += x * ld16(k1 + i), a2 += x * ld16(k2 + i), a3 += x * ld16(k3 + i);
   }
-  float s0 = hsum(a0), s1 = hsum(a1), s2 = hsum(a2), s3 = hsum(a3);
-  for (; i < n; ++i) s0 += q[i] * k0[i], s1 += q[i] * k1[i], s2 += q[i] * k2[i], s3 += q[i] * k3[i];
-  s[0] = s0, s[1] = s1, s[2] = s2, s[3] = s3;
+  f32x4 r = hsum4(a0, a1, a2, a3);
+  for (; i < n; ++i) r[0] += q[i] * ld1(k0 + i), r[1] += q[i] * ld1(k1 + i), r[2] += q[i] * ld1(k2 + i), r[3] += q[i] * ld1(k3 + i);
+  std::memcpy(s, &r, sizeof r);
 }
 
-// y += c0 x0 + c1 x1 + c2 x2 + c3 x3 over n floats.
-inline void axpy4(const float* c, const float* x0, const float* x1, const float* x2, const float* x3, float* y, int64_t n) {
+// dot4 for two query rows q0, q1 (s0, s1), reading (and widening) each key vector once.
+template <class T>
+TSORCH_INLINE void dot4x2(const float* q0, const float* q1, const T* k0, const T* k1, const T* k2, const T* k3, int64_t n, float* s0, float* s1) {
+  f32x16 a0 = {}, a1 = {}, a2 = {}, a3 = {}, b0 = {}, b1 = {}, b2 = {}, b3 = {};
   int64_t i = 0;
-  for (; i + kW <= n; i += kW)
-    store16(y + i, load16(y + i) + c[0] * load16(x0 + i) + c[1] * load16(x1 + i) + c[2] * load16(x2 + i) + c[3] * load16(x3 + i));
-  for (; i < n; ++i) y[i] += c[0] * x0[i] + c[1] * x1[i] + c[2] * x2[i] + c[3] * x3[i];
+  for (; i + kW <= n; i += kW) {
+    const f32x16 x = load16(q0 + i), y = load16(q1 + i);
+    const f32x16 c0 = ld16(k0 + i), c1 = ld16(k1 + i), c2 = ld16(k2 + i), c3 = ld16(k3 + i);
+    a0 += x * c0, a1 += x * c1, a2 += x * c2, a3 += x * c3;
+    b0 += y * c0, b1 += y * c1, b2 += y * c2, b3 += y * c3;
+  }
+  if (i < n) return dot4(q0, k0, k1, k2, k3, n, s0), dot4(q1, k0, k1, k2, k3, n, s1);  // D not a multiple of kW
+  const f32x4 r0 = hsum4(a0, a1, a2, a3), r1 = hsum4(b0, b1, b2, b3);
+  std::memcpy(s0, &r0, sizeof r0), std::memcpy(s1, &r1, sizeof r1);
+}
+
+// pv_block for two output rows y0, y1 over the same keys, each value vector read once.
+template <int NV, class VRow>
+TSORCH_INLINE void pv_block2(float* y0, float* y1, float a0, float a1, const float* p0, const float* p1, int64_t j0, int64_t j1, const VRow& vrow, int64_t off) {
+  f32x16 c[NV], d[NV];
+  for (int k = 0; k < NV; ++k) c[k] = a0 * load16(y0 + k * kW), d[k] = a1 * load16(y1 + k * kW);
+  for (int64_t j = j0; j < j1; ++j) {
+    const auto* v = vrow(j) + off;
+    const float u = p0[j], w = p1[j];
+    for (int k = 0; k < NV; ++k) {
+      const f32x16 x = ld16(v + k * kW);
+      c[k] += u * x, d[k] += w * x;
+    }
+  }
+  for (int k = 0; k < NV; ++k) store16(y0 + k * kW, c[k]), store16(y1 + k * kW, d[k]);
+}
+
+// y[0, NV * kW) = alpha y + sum over j in [j0, j1) of p[j] v_j (v_j = vrow(j) + off), the NV
+// output vectors held in registers across the keys.
+template <int NV, class VRow>
+TSORCH_INLINE void pv_block(float* y, float alpha, const float* p, int64_t j0, int64_t j1, const VRow& vrow, int64_t off) {
+  f32x16 acc[NV];
+  for (int k = 0; k < NV; ++k) acc[k] = alpha * load16(y + k * kW);
+  for (int64_t j = j0; j < j1; ++j) {
+    const auto* v = vrow(j) + off;
+    const float c = p[j];
+    for (int k = 0; k < NV; ++k) acc[k] += c * ld16(v + k * kW);
+  }
+  for (int k = 0; k < NV; ++k) store16(y + k * kW, acc[k]);
+}
+
+// y[0, n) = alpha y + sum over j in [j0, j1) of p[j] vrow(j).
+template <class VRow>
+TSORCH_INLINE void pv_row(float* y, int64_t n, float alpha, const float* p, int64_t j0, int64_t j1, const VRow& vrow) {
+  int64_t i = 0;
+  for (; i + 8 * kW <= n; i += 8 * kW) pv_block<8>(y + i, alpha, p, j0, j1, vrow, i);
+  if (i + 4 * kW <= n) pv_block<4>(y + i, alpha, p, j0, j1, vrow, i), i += 4 * kW;
+  if (i + 2 * kW <= n) pv_block<2>(y + i, alpha, p, j0, j1, vrow, i), i += 2 * kW;
+  if (i + kW <= n) pv_block<1>(y + i, alpha, p, j0, j1, vrow, i), i += kW;
+  for (; i < n; ++i) {
+    float acc = alpha * y[i];
+    for (int64_t j = j0; j < j1; ++j) acc += p[j] * ld1(vrow(j) + i);
+    y[i] = acc;
+  }
+}
+
+// pv_row for two rows over the same keys [j0, j1) (n a multiple of 4 kW; else one row at a time).
+template <class VRow>
+TSORCH_INLINE void pv_row2(float* y0, float* y1, int64_t n, float a0, float a1, const float* p0, const float* p1, int64_t j0, int64_t j1, const VRow& vrow) {
+  if (n % (4 * kW) != 0) return pv_row(y0, n, a0, p0, j0, j1, vrow), pv_row(y1, n, a1, p1, j0, j1, vrow);
+  for (int64_t i = 0; i < n; i += 4 * kW) pv_block2<4>(y0 + i, y1 + i, a0, a1, p0, p1, j0, j1, vrow, i);
 }
 
 // A pool row of `dtype` as float32: the row itself (float32), or converted into `buf`.
-inline const float* row_f32(const char* src, int dtype, float* buf, int64_t n) {
+TSORCH_INLINE const float* row_f32(const char* src, int dtype, float* buf, int64_t n) {
   if (dtype == kF32) return reinterpret_cast<const float*>(src);
   const uint16_t* s = reinterpret_cast<const uint16_t*>(src);
   int64_t i = 0;
@@ -189,12 +285,14 @@ void attend_piece(const PagedAttentionArgs& a, const Piece& pc, float* O, int64_
   const char* kc = static_cast<const char*>(a.k_cache) + pc.g * D * es;
   const char* vc = static_cast<const char*>(a.v_cache) + pc.g * Dv * es;
   const int32_t* table = a.tables + int64_t(a.seq[pc.t0]) * a.max_blocks;
-  const int64_t dmax = std::max(D, Dv);
-  float* S = thread_scratch(3, R * kChunk + 4 * dmax + 2 * (kChunk + 2 * R));
-  float* rows = S + R * kChunk;  // four key or value rows as float32
-  int64_t* slot = reinterpret_cast<int64_t*>(rows + 4 * dmax);  // the chunk's slots (pool rows)
+  float* S = thread_scratch(3, R * kChunk + kChunk * (D + Dv) + 2 * (kChunk + 4 * R) + R);
+  float* Kb = S + R * kChunk;  // the chunk's key and value rows as float32 (converted pools only)
+  float* Vb = Kb + kChunk * D;
+  int64_t* slot = reinterpret_cast<int64_t*>(Vb + kChunk * Dv);  // the chunk's slots (pool rows)
   int64_t* lo = slot + kChunk;  // each row's key range [lo, hi)
   int64_t* hi = lo + R;
+  int64_t* jr = hi + R;  // per chunk: each row's seen keys [jr[2r], jr[2r + 1]) and rescale al[r]
+  float* al = reinterpret_cast<float*>(jr + 2 * R);
   const auto q_row = [&](int64_t r) { return a.q + ((pc.t0 + r / group) * a.Hq + pc.g * group + r % group) * D; };
   const auto o_row = [&](int64_t r) { return O + (r / group) * ostride + (r % group) * Dv; };
   for (int64_t r = 0; r < R; ++r) {
@@ -203,57 +301,96 @@ void attend_piece(const PagedAttentionArgs& a, const Piece& pc, float* O, int64_
     std::fill(o_row(r), o_row(r) + Dv, 0.f);
     m[r] = -std::numeric_limits<float>::infinity(), l[r] = 0.f;
   }
-  // Four rows from chunk index j on (indices past n repeat the last row; their scores are 0).
-  const auto four = [&](const char* pool, int64_t stride, int64_t n, int64_t len, int64_t j, const float** r4) {
-    for (int u = 0; u < 4; ++u)
-      r4[u] = row_f32(pool + slot[std::min(j + u, n - 1)] * stride, a.kv_dtype, rows + u * dmax, len);
-  };
   const float mul = a.softcap > 0 ? a.scale / a.softcap : a.scale * kLog2e;
-  for (int64_t c0 = pc.k0; c0 < pc.k1; c0 += kChunk) {
-    const int64_t n = std::min(kChunk, pc.k1 - c0), nv = (n + kW - 1) / kW * kW;
-    for (int64_t j = 0, b = c0 / a.bs, off = c0 % a.bs; j < n; ++j) {
-      slot[j] = int64_t(table[b]) * a.bs + off;
-      if (++off == a.bs) off = 0, ++b;
-    }
-    // The chunk's rows sit a pool row apart (all kv heads interleaved): ask for them all now, so
-    // their cache misses overlap (keys to L1, values, used after the softmax, to L2).
-    for (int64_t j = 0; j < n; ++j)
-      for (int64_t i = 0; i < D * es; i += 64) __builtin_prefetch(kc + slot[j] * kstride + i, 0, 3);
-    for (int64_t j = 0; j < n; ++j)
-      for (int64_t i = 0; i < Dv * es; i += 64) __builtin_prefetch(vc + slot[j] * vstride + i, 0, 2);
-    const float* r4[4];
-    for (int64_t j = 0; j < n; j += 4) {
-      four(kc, kstride, n, D, j, r4);
-      for (int64_t r = 0; r < R; ++r) dot4(q_row(r), r4[0], r4[1], r4[2], r4[3], D, S + r * kChunk + j);
-    }
-    for (int64_t r = 0; r < R; ++r) {
-      float* s = S + r * kChunk;
-      // The keys of this chunk the row sees: [j0, j1).
-      const int64_t j0 = std::clamp(lo[r] - c0, int64_t(0), n), j1 = std::clamp(hi[r] - c0, j0, n);
-      if (j0 == j1) {
-        std::fill(s, s + nv, 0.f);
-        continue;
+  const float smul = a.softcap > 0 ? 1.f : mul;  // the scale left for the vector pass
+  const i32x16 iota = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
+  const f32x16 ninf = f32x16{} - std::numeric_limits<float>::infinity();
+  // The chunk loop over rows krow(j), vrow(j) of chunk key j (in place in the pool, or float32
+  // rows that `prep` converts per chunk).
+  const auto run = [&](const auto& krow, const auto& vrow, const auto& prep) __attribute__((always_inline)) {
+    for (int64_t c0 = pc.k0; c0 < pc.k1; c0 += kChunk) {
+      const int64_t n = std::min(kChunk, pc.k1 - c0), nv = (n + kW - 1) / kW * kW;
+      for (int64_t j = 0, b = c0 / a.bs, off = c0 % a.bs; j < n; ++j) {
+        slot[j] = int64_t(table[b]) * a.bs + off;
+        if (++off == a.bs) off = 0, ++b;
       }
-      for (int64_t j = j0; j < j1; ++j) s[j] *= mul;
-      if (a.softcap > 0)
-        for (int64_t j = j0; j < j1; ++j) s[j] = a.softcap * kLog2e * std::tanh(s[j]);
-      float mx = m[r];
-      for (int64_t j = j0; j < j1; ++j) mx = s[j] > mx ? s[j] : mx;
-      const float alpha = std::exp2(m[r] - mx);  // 0 on the row's first keys (m = -inf)
-      for (int64_t j = 0; j < nv; j += kW) store16(s + j, exp2_16(load16(s + j) - mx));
-      std::fill(s, s + j0, 0.f);  // keys the row does not see, lanes past the chunk
-      std::fill(s + j1, s + nv, 0.f);
-      f32x16 sum = {};
-      for (int64_t j = 0; j < nv; j += kW) sum += load16(s + j);
-      l[r] = l[r] * alpha + hsum(sum);
-      m[r] = mx;
-      if (alpha != 1.f)
-        for (float *y = o_row(r), *e = y + Dv; y < e; ++y) *y *= alpha;
+      // The chunk's rows sit a pool row apart (all kv heads interleaved): ask for them all now, so
+      // their cache misses overlap (keys to L1, values, used after the softmax, to L2).
+      for (int64_t j = 0; j < n; ++j)
+        for (int64_t i = 0; i < D * es; i += 64) __builtin_prefetch(kc + slot[j] * kstride + i, 0, 3);
+      for (int64_t j = 0; j < n; ++j)
+        for (int64_t i = 0; i < Dv * es; i += 64) __builtin_prefetch(vc + slot[j] * vstride + i, 0, 2);
+      prep(n);
+      // Scores, four keys at a time (indices past n repeat the last key; masked below).
+      for (int64_t j = 0; j < n; j += 4) {
+        const auto *k0 = krow(j), *k1 = krow(std::min(j + 1, n - 1)), *k2 = krow(std::min(j + 2, n - 1)), *k3 = krow(std::min(j + 3, n - 1));
+        int64_t r = 0;
+        for (; r + 2 <= R; r += 2) dot4x2(q_row(r), q_row(r + 1), k0, k1, k2, k3, D, S + r * kChunk + j, S + (r + 1) * kChunk + j);
+        if (r < R) dot4(q_row(r), k0, k1, k2, k3, D, S + r * kChunk + j);
+      }
+      for (int64_t r = 0; r < R; ++r) {
+        float* s = S + r * kChunk;
+        // The keys of this chunk the row sees: [j0, j1); the other lanes get -inf, then weight 0.
+        const int64_t j0 = std::clamp(lo[r] - c0, int64_t(0), n), j1 = std::clamp(hi[r] - c0, j0, n);
+        jr[2 * r] = j0, jr[2 * r + 1] = j1, al[r] = 1.f;
+        if (j0 == j1) continue;
+        if (a.softcap > 0)
+          for (int64_t j = j0; j < j1; ++j) s[j] = a.softcap * kLog2e * std::tanh(s[j] * mul);
+        // Lane j is seen when j - j0 < j1 - j0 (unsigned).
+        const u32x16 width = u32x16{} + uint32_t(j1 - j0);
+        const i32x16 from = iota - int32_t(j0);
+        f32x16 vmax = ninf;
+        i32x16 idx = from;
+        for (int64_t j = 0; j < nv; j += kW, idx += int32_t(kW)) {
+          const i32x16 in = (u32x16)idx < width;
+          const f32x16 x = (f32x16)((in & (i32x16)(load16(s + j) * smul)) | (~in & (i32x16)ninf));
+          store16(s + j, x);
+          vmax = vmax > x ? vmax : x;
+        }
+        float mx = m[r];
+        for (int k = 0; k < kW; ++k) mx = vmax[k] > mx ? vmax[k] : mx;
+        const float alpha = std::exp2(m[r] - mx);  // 0 on the row's first keys (m = -inf)
+        f32x16 sum = {};
+        idx = from;
+        for (int64_t j = 0; j < nv; j += kW, idx += int32_t(kW)) {
+          const i32x16 in = (u32x16)idx < width;
+          const f32x16 e = (f32x16)(in & (i32x16)exp2_16(load16(s + j) - mx));
+          store16(s + j, e);
+          sum += e;
+        }
+        l[r] = l[r] * alpha + hsum(sum);
+        m[r] = mx;
+        al[r] = alpha;
+      }
+      // Weighted values, two rows at a time where they see the same keys (a token's query heads).
+      for (int64_t r = 0; r < R;) {
+        const int64_t j0 = jr[2 * r], j1 = jr[2 * r + 1];
+        if (r + 1 < R && jr[2 * r + 2] == j0 && jr[2 * r + 3] == j1) {
+          if (j0 < j1) pv_row2(o_row(r), o_row(r + 1), Dv, al[r], al[r + 1], S + r * kChunk, S + (r + 1) * kChunk, j0, j1, vrow);
+          r += 2;
+        } else {
+          if (j0 < j1) pv_row(o_row(r), Dv, al[r], S + r * kChunk, j0, j1, vrow);
+          r += 1;
+        }
+      }
     }
-    for (int64_t j = 0; j < n; j += 4) {
-      four(vc, vstride, n, Dv, j, r4);
-      for (int64_t r = 0; r < R; ++r) axpy4(S + r * kChunk + j, r4[0], r4[1], r4[2], r4[3], o_row(r), Dv);
-    }
+  };
+  const auto none = [](int64_t) {};
+  if (a.kv_dtype == kF32) {
+    run([&](int64_t j) { return reinterpret_cast<const float*>(kc + slot[j] * kstride); },
+        [&](int64_t j) { return reinterpret_cast<const float*>(vc + slot[j] * vstride); }, none);
+  } else if (a.kv_dtype == kBF16 && R <= 4) {  // few query rows: widen each bfloat16 row in registers
+    run([&](int64_t j) { return reinterpret_cast<const uint16_t*>(kc + slot[j] * kstride); },
+        [&](int64_t j) { return reinterpret_cast<const uint16_t*>(vc + slot[j] * vstride); }, none);
+  } else {  // float16, or many query rows: convert the chunk's rows once
+    run([&](int64_t j) { return static_cast<const float*>(Kb + j * D); },
+        [&](int64_t j) { return static_cast<const float*>(Vb + j * Dv); },
+        [&](int64_t n) {
+          for (int64_t j = 0; j < n; ++j) {
+            row_f32(kc + slot[j] * kstride, a.kv_dtype, Kb + j * D, D);
+            row_f32(vc + slot[j] * vstride, a.kv_dtype, Vb + j * Dv, Dv);
+          }
+        });
   }
 }
 
