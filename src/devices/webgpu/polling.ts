@@ -15,7 +15,7 @@
  */
 
 /** How long (ms) a pending read is polled at full speed before polls wait for a timer. */
-const spinMs = () => Number((globalThis as { process?: { env: Record<string, string | undefined> } }).process?.env.TSORCH_WEBGPU_SPIN_MS ?? 0.25);
+const spinMs = () => Number(process.env.TSORCH_WEBGPU_SPIN_MS ?? 0.25);
 
 type Immediate = typeof globalThis.setImmediate;
 let original: Immediate | null = null;
@@ -46,8 +46,7 @@ function install(spin: number): void {
 /** Await `read` (a pending Dawn `mapAsync`) with Dawn's polls yielding the CPU once it has waited a while. */
 export async function yieldingPolls<T>(read: Promise<T>): Promise<T> {
   const spin = spinMs();
-  // Browsers have no setImmediate (and their WebGPU needs no polling from script).
-  if (spin < 0 || typeof globalThis.setImmediate !== "function") return read;
+  if (spin < 0) return read;
   if (pending++ === 0) install(spin);
   try {
     return await read;
