@@ -9,7 +9,6 @@
  * bits). The parameters of a batch live in one host arena written to the GPU just before submit.
  */
 import type { Allocator } from "./allocator.js";
-import { yieldingPolls } from "./polling.js";
 
 /** How a kernel binds a storage buffer: read-only, or read-write (which also allows atomics). */
 export type Access = "read" | "write";
@@ -175,7 +174,7 @@ export class Dispatcher {
       at += s.size;
     }
     this.flush();
-    await yieldingPolls(staging.mapAsync(MAP_READ));
+    await staging.mapAsync(MAP_READ);
     const all = new Uint8Array(staging.getMappedRange().slice(0));
     staging.unmap();
     staging.destroy();
