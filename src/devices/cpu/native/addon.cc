@@ -27,12 +27,6 @@ namespace tsorch {
 
 namespace {
 
-napi_value undefined(napi_env env) {
-  napi_value u;
-  napi_get_undefined(env, &u);
-  return u;
-}
-
 const char* const kBinaryNames[] = {"add", "sub", "mul", "div", "maximum", "minimum", "pow", "eq",
                                     "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or"};
 const char* const kReduceNames[] = {"sum", "mean", "max", "min", "argmax", "argmin", "prod"};
@@ -298,12 +292,6 @@ napi_value Softmax(napi_env env, napi_callback_info info) {
   if (args.failed()) return nullptr;
   softmax(static_cast<const float*>(x.data), static_cast<float*>(out.data), rows, n, log != 0);
   return undefined(env);
-}
-
-// Checks that `dt` is float32, float16 or bfloat16.
-bool float_dtype(Args& args, int dt, const char* name) {
-  return args.check(dtype_is_float(dt), true, "%s must be float32, float16 or bfloat16, got %s",
-                    name, dtype_name(dt));
 }
 
 // linear(x, w, wDtype, bias, biasDtype, out, M, N, K): out = x @ w^T + bias.

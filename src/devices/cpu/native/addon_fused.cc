@@ -39,21 +39,6 @@ void linear_add(const float* x, const void* w, int w_dtype, const void* bias, in
   });
 }
 
-namespace {
-
-napi_value undefined(napi_env env) {
-  napi_value u;
-  napi_get_undefined(env, &u);
-  return u;
-}
-
-bool float_dtype(Args& args, int dt, const char* name) {
-  return args.check(dtype_is_float(dt), true, "%s must be float32, float16 or bfloat16, got %s",
-                    name, dtype_name(dt));
-}
-
-}  // namespace
-
 // linearAdd(x, w, wDtype, bias, biasDtype, residual, out, M, N, K)
 napi_value LinearAddExport(napi_env env, napi_callback_info info) {
   Args args(env, info, "linearAdd", 10);

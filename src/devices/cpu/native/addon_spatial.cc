@@ -6,21 +6,6 @@
 
 namespace tsorch {
 
-namespace {
-
-napi_value undefined(napi_env env) {
-  napi_value u;
-  napi_get_undefined(env, &u);
-  return u;
-}
-
-bool float_dtype(Args& args, int dt, const char* name) {
-  return args.check(dtype_is_float(dt), true, "%s must be float32, float16 or bfloat16, got %s",
-                    name, dtype_name(dt));
-}
-
-}  // namespace
-
 // conv2d(x, w, wDtype, bias, biasDtype, out, N, C, H, W, O, kh, kw, sh, sw, ph, pw, dh, dw, groups)
 napi_value Conv2dExport(napi_env env, napi_callback_info info) {
   Args args(env, info, "conv2d", 20);

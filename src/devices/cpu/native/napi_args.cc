@@ -206,4 +206,15 @@ bool Args::fits(const Buffer& b, int dtype, const std::vector<int64_t>& shape) {
   return fits(b, dtype, shape, strides);
 }
 
+napi_value undefined(napi_env env) {
+  napi_value u;
+  napi_get_undefined(env, &u);
+  return u;
+}
+
+bool float_dtype(Args& args, int dt, const char* name) {
+  return args.check(dtype_is_float(dt), true, "%s must be float32, float16 or bfloat16, got %s",
+                    name, dtype_name(dt));
+}
+
 }  // namespace tsorch

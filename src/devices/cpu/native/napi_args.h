@@ -79,4 +79,10 @@ class ReplayScope {
   const std::vector<RecordedArg>* previous_;
 };
 
+// JavaScript's undefined (what an export returns when it only writes its outputs).
+napi_value undefined(napi_env env);
+
+// Checks that dtype code `dt` is float32, float16 or bfloat16 (else records an error naming `name`).
+bool float_dtype(Args& args, int dt, const char* name);
+
 }  // namespace tsorch
