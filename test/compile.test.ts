@@ -16,6 +16,7 @@ import { ropeCosSin } from "../src/nn/rotary.js";
 import { AutoModelForCausalLM } from "../src/transformers/index.js";
 import { maxAbsDiff, missing, readJson, STORIES } from "./helpers/shared.js";
 import { webgpuOrSkip } from "./helpers/webgpu.js";
+import { graphLog } from "./helpers/graph_log.js";
 
 /** Deterministic pseudo-random float32 values in [-1, 1). */
 function values(n: number, seed: number): Float32Array {
@@ -45,21 +46,6 @@ function mixed(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor): { y: torch.Te
   return { y, s: torch.sum(h.sub(1), -1, true) };
 }
 
-/** Run `f` with TSORCH_LOGS=graph and return what compile logged. */
-function graphLog(f: () => void): string {
-  const logged: string[] = [];
-  const original = console.error, before = process.env.TSORCH_LOGS;
-  process.env.TSORCH_LOGS = "graph";
-  console.error = (...a: unknown[]) => { logged.push(a.join(" ")); };
-  try {
-    f();
-  } finally {
-    console.error = original;
-    if (before === undefined) delete process.env.TSORCH_LOGS;
-    else process.env.TSORCH_LOGS = before;
-  }
-  return logged.join("\n");
-}
 
 async function functionsMatchEager(device: Device | string, tol: number): Promise<void> {
   torch.compiler.reset();

@@ -7,6 +7,7 @@ import assert from "node:assert/strict";
 import { test } from "node:test";
 import * as torch from "../src/index.js";
 import { maxAbsDiff } from "./helpers/shared.js";
+import { graphLog } from "./helpers/graph_log.js";
 
 /** Deterministic pseudo-random float32 tensor with values in [-1, 1). */
 function rand(shape: number[], seed: number): torch.Tensor {
@@ -19,21 +20,6 @@ function rand(shape: number[], seed: number): torch.Tensor {
   return torch.tensor(out, { shape });
 }
 
-/** The lines TSORCH_LOGS=graph prints while `f` runs. */
-function graphLog(f: () => void): string {
-  const logged: string[] = [];
-  const original = console.error, before = process.env.TSORCH_LOGS;
-  process.env.TSORCH_LOGS = "graph";
-  console.error = (...a: unknown[]) => { logged.push(a.join(" ")); };
-  try {
-    f();
-  } finally {
-    console.error = original;
-    if (before === undefined) delete process.env.TSORCH_LOGS;
-    else process.env.TSORCH_LOGS = before;
-  }
-  return logged.join("\n");
-}
 
 async function close(a: torch.Tensor, b: torch.Tensor, tol: number, what: string): Promise<void> {
   assert.deepEqual(a.shape, b.shape, `${what}: shape`);

@@ -18,6 +18,7 @@ import type { Device } from "../src/devices/device.js";
 import { pagedKVWrite } from "../src/tensor/paged_attention.js";
 import { maxAbsDiff } from "./helpers/shared.js";
 import { webgpuOrSkip } from "./helpers/webgpu.js";
+import { graphLog } from "./helpers/graph_log.js";
 
 function rand(shape: number[], seed: number, device: Device): torch.Tensor {
   const n = shape.reduce((a, b) => a * b, 1), out = new Float32Array(n);
@@ -40,19 +41,9 @@ async function close(a: torch.Tensor[], b: torch.Tensor[], what: string): Promis
 
 /** The kernel calls compile logged (TSORCH_LOGS=graph) for the first call of `f`. */
 function kernelCalls(f: () => void): number {
-  const logged: string[] = [];
-  const original = console.error, before = process.env.TSORCH_LOGS;
-  process.env.TSORCH_LOGS = "graph";
-  console.error = (...a: unknown[]) => { logged.push(a.join(" ")); };
-  try {
-    f();
-  } finally {
-    console.error = original;
-    if (before === undefined) delete process.env.TSORCH_LOGS;
-    else process.env.TSORCH_LOGS = before;
-  }
-  const m = /: (\d+) kernel calls/.exec(logged.join("\n"));
-  assert.ok(m, logged.join("\n"));
+  const logged = graphLog(f);
+  const m = /: (\d+) kernel calls/.exec(logged);
+  assert.ok(m, logged);
   return Number(m[1]);
 }
 
