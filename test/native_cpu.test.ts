@@ -405,6 +405,20 @@ test("reduce: every op on float32 and ints", () => {
   const withNan = Float32Array.of(1, NaN, 3);
   nat.reduce(REDUCE.argmax, withNan, F32, io, 1, 3);
   assert.equal(io[0], 1n);
+  // Rows longer than the 16-lane pass: ties across lanes and the tail, the first NaN wherever it lies.
+  const long = (edit: (v: Float32Array) => void) => { const v = randn(1000, r); edit(v); return v; };
+  const firstNan = (v: Float32Array) => v.findIndex(Number.isNaN);
+  const cases = [
+    long((v) => { v[997] = v[37] = v[500] = 9; }), long((v) => { v[999] = 9; }), long((v) => { v[0] = NaN; }),
+    long((v) => { v[3] = 9; v[998] = NaN; v[999] = NaN; }), long((v) => { v[600] = NaN; v[17] = NaN; }), long((v) => v.fill(-Infinity)),
+  ];
+  for (const v of cases) {
+    nat.reduce(REDUCE.argmax, v, F32, io, 1, v.length);
+    const arr = Array.from(v);
+    assert.equal(Number(io[0]), firstNan(v) >= 0 ? firstNan(v) : arr.indexOf(Math.max(...arr)));
+    nat.reduce(REDUCE.argmin, v, F32, io, 1, v.length);
+    assert.equal(Number(io[0]), firstNan(v) >= 0 ? firstNan(v) : arr.indexOf(Math.min(...arr)));
+  }
   // Integers: sums are int64, max keeps the dtype.
   const xi = Int32Array.of(2147483647, 1, -5, 3);
   const s = new BigInt64Array(2);

@@ -7,6 +7,7 @@
  * decode run as graph-ready steps on a static KV cache instead (static_steps.ts).
  */
 import { argmax } from "../../tensor/ops.js";
+import { tidy } from "../../tensor/scope.js";
 import type { DType } from "../../tensor/dtype.js";
 import type { Tensor } from "../../tensor/tensor.js";
 import { KVCache } from "../cache_utils.js";
@@ -141,15 +142,20 @@ async function* decode(model: PreTrainedModel, s: GenerationConfig, inputIds: nu
       return;
     }
 
-    const prefill = (ids: number[][]) => model.forward({
+    // Greedy decoding reads only each step's argmax: a step's forward and argmax run in one scope,
+    // so its logits (B x V floats) and other temporaries go back to the device's buffer pool
+    // instead of being allocated afresh (and page-faulted in) every step. `logits` then holds the ids.
+    const greedy = procs.length === 0 && !s.doSample;
+    const run = (forward: () => Tensor): Tensor => (greedy ? tidy(() => argmax(forward(), -1)) : forward());
+    const prefill = (ids: number[][]) => run(() => model.forward({
       inputIds: model.idsTensor(ids), positionIds: positionsFromMask(mask, 0), attentionMask: mask, cache, logitsToKeep: 1,
-    });
+    }));
     let logits = statics ? statics.prefill() : prefill(inputIds);
 
     for (let step = 0; step < steps; step++) {
       let picked: number[];
-      if (procs.length === 0 && !s.doSample) {
-        picked = Array.from(await argmax(logits, -1).data(), Number);
+      if (greedy) {
+        picked = Array.from(await logits.data(), Number);
       } else {
         const V = logits.shape[2];
         const all = (await logits.data()) as Float32Array;
@@ -174,13 +180,13 @@ async function* decode(model: PreTrainedModel, s: GenerationConfig, inputIds: nu
         logits = prefill(seqs);
         continue;
       }
-      logits = model.forward({
+      logits = run(() => model.forward({
         inputIds: model.idsTensor(next.map((t) => [t])),
         positionIds: seen.map((n) => [n + step]),
         attentionMask: mask,
         cache,
         logitsToKeep: 1,
-      });
+      }));
     }
   } finally {
     statics?.release();

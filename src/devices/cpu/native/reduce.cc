@@ -21,9 +21,41 @@ double sum_f32(const float* x, int64_t n) {
   return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
 }
 
+// Index of the max (or min) of float x[0..n), n >= 1: the first NaN if any, else the first
+// extremum. One pass keeps 16 lane-wise extrema and NaN flags (vectorizable, no branch per
+// element); a second finds the first index holding the extremum (or the first NaN).
+template <bool MAX>
+int64_t arg_extreme_f32(const float* x, int64_t n) {
+  constexpr int kLanes = 16;
+  float ext[kLanes];
+  int nan[kLanes];
+  for (int j = 0; j < kLanes; ++j) ext[j] = x[0], nan[j] = 0;
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes)
+    for (int j = 0; j < kLanes; ++j) {
+      const float v = x[i + j];
+      nan[j] |= v != v;
+      ext[j] = (MAX ? v > ext[j] : v < ext[j]) ? v : ext[j];
+    }
+  int any_nan = 0;
+  float e = ext[0];
+  for (int j = 0; j < kLanes; ++j) {
+    any_nan |= nan[j];
+    e = (MAX ? ext[j] > e : ext[j] < e) ? ext[j] : e;
+  }
+  for (; i < n; ++i) {
+    any_nan |= x[i] != x[i];
+    e = (MAX ? x[i] > e : x[i] < e) ? x[i] : e;
+  }
+  for (int64_t k = 0; k < n; ++k)
+    if (any_nan ? x[k] != x[k] : x[k] == e) return k;
+  return 0;
+}
+
 // Index of the max (or min) of x[0..n), n >= 1: the first NaN if any, else the first extremum.
 template <class T, bool MAX>
 int64_t arg_extreme(const T* x, int64_t n) {
+  if constexpr (std::is_same_v<T, float>) return arg_extreme_f32<MAX>(x, n);
   int64_t best = 0;
   for (int64_t i = 1; i < n; ++i) {
     if constexpr (std::is_floating_point_v<T>) {
