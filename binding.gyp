@@ -47,6 +47,7 @@
         "src/devices/cpu/native/gated_delta.cc",
         "src/devices/cpu/native/gemm.cc",
         "src/devices/cpu/native/gather_linear.cc",
+        "src/devices/cpu/native/moe_experts.cc",
         "src/devices/cpu/native/graph.cc",
         "src/devices/cpu/native/gemm_portable.cc",
         "src/devices/cpu/native/huge_pages.cc",

@@ -80,6 +80,13 @@ export interface KernelSignatures {
    * check); w: E weights [N, K], contiguous, of one dtype (float32, float16 or bfloat16); out [M, N]
    * float32. Rows of one expert may appear anywhere, in any number (including none). */
   gatherLinear(x: TensorView, w: TensorView[], idx: TensorView, out: TensorView): void;
+  /** The routed experts of a mixture-of-experts block with silu-gated MLPs, fused (optional: the
+   * front-end composes gatherLinear where a device lacks it): out[t] = sum_j weights[t, j] *
+   * down[e] @ (silu(gate[e] @ x[t]) * up[e] @ x[t]), e = ids[t, j]. x [T, H] contiguous float32;
+   * gateUp [E, 2I, H] (gate rows 0..I, up rows I..2I) and down [E, H, I] contiguous, of one dtype
+   * (float32, float16 or bfloat16); weights [T, K] contiguous float32; ids [T, K] contiguous int64 in
+   * [0, E) (a kernel throws RangeError where it can check); out [T, H] float32. */
+  moeExperts(x: TensorView, gateUp: TensorView, down: TensorView, weights: TensorView, ids: TensorView, out: TensorView): void;
   /** out [B, M, N] = a [B, M, K] @ b [B, K, N]; a, b float32 strided 3-D views. */
   matmul(a: TensorView, b: TensorView, out: TensorView): void;
   /** q [B, Hq, Lq, D], k [B, Hkv, Lk, D], v [B, Hkv, Lk, Dv] strided views, q float32, k and v
@@ -233,6 +240,11 @@ export function getKernel<K extends OpName>(op: K, deviceType: string): KernelSi
     return ((...args: unknown[]) => seen(op, deviceType, fn, args)) as KernelSignatures[K];
   }
   return fn as KernelSignatures[K];
+}
+
+/** Whether op `op` has a kernel on devices of `deviceType` (front-ends of optional fused ops). */
+export function hasKernel(op: OpName, deviceType: string): boolean {
+  return registry.has(`${op}/${deviceType}`);
 }
 
 /** Ops registered for a device type (for diagnostics and the conformance suite). */

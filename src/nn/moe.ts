@@ -4,11 +4,12 @@
  * router `gate` scores the experts, softmax (float32) -> top-k -> optional renormalisation, and each
  * token's output is the routing-weighted sum of its selected experts' gated MLPs
  * down(act(gate(x)) * up(x)). Routing stays on the device: the experts are applied with
- * `gatherLinear`, which picks each row's expert weight without reading indices on the host. The
+ * `moeExperts` (silu; one fused kernel on cpu) or else `gatherLinear`, which pick each row's expert
+ * weight without reading indices on the host. The
  * experts' weights are stacked into one tensor per projection on first use (each expert's
  * parameters then view it), so a device can run all experts in one grouped GEMM.
  */
-import { cat, div, gatherLinear, mul, softmax, stack, sum, topk } from "../tensor/ops.js";
+import { cat, div, gatherLinear, moeExperts, mul, silu, softmax, stack, sum, topk } from "../tensor/ops.js";
 import { keep, tidy } from "../tensor/scope.js";
 import type { Tensor } from "../tensor/tensor.js";
 import { activation, type Activation } from "./activations.js";
@@ -54,10 +55,11 @@ export class SparseMoeBlock<E extends Module> extends Module implements KernelMo
     const [B, L, H] = x.shape, T = B * L, k = this.o.topK;
     const flat = x.reshape(T, H);
     const { weights, indices } = routeTopK(this.gate.forward(flat), k, this.o.normTopkProb);
+    const { gateUp, down } = this.stackedExperts();
+    if (this.act === silu) return moeExperts(flat, gateUp, down, weights, indices).view(B, L, H);
     // One row per (token, selected expert): [T * k, H] with its expert index.
     const rows = flat.unsqueeze(1).expand(T, k, H).reshape(T * k, H);
     const idx = indices.reshape(T * k);
-    this.stackedExperts();
     const p = this.experts.items.map(this.projections);
     const w = (pick: (q: (typeof p)[number]) => Linear) => p.map((q) => pick(q).weight.value);
     const h = mul(this.act(gatherLinear(rows, w((q) => q.gate), idx)), gatherLinear(rows, w((q) => q.up), idx));

@@ -7,7 +7,7 @@
  * result is cast back (as PyTorch does on cpu); linear/embedding/norm read half weights directly.
  */
 import type { Device } from "../devices/device.js";
-import { getKernel, type BinaryOp, type ReduceOp, type UnaryOp } from "../devices/kernels.js";
+import { getKernel, hasKernel, type BinaryOp, type ReduceOp, type UnaryOp } from "../devices/kernels.js";
 import { isFloating, itemsize, promoteTypes, type DType } from "./dtype.js";
 import { encode } from "./host.js";
 import { track } from "./scope.js";
@@ -358,6 +358,44 @@ export function gatherLinear(x: Tensor, weights: Tensor[], idx: Tensor): Tensor 
     getKernel("gatherLinear", device.type)(f32(x).reshape(numel(x.shape.slice(0, -1)), K).contiguous(), weights.map((w) => w.contiguous()), idx.to("int64").reshape(-1).contiguous(), out);
   }
   return out;
+}
+
+/**
+ * The routed experts of a mixture-of-experts block with silu-gated MLPs (transformers'
+ * Qwen3MoeExperts / MixtralExperts forward, routing already done):
+ * out[t] = sum_j weights[t, j] * down[e] @ (silu(gate[e] @ x[t]) * up[e] @ x[t]), e = ids[t, j].
+ * x [T, H] (float); gateUp [E, 2I, H] (expert e's gate in rows 0..I, up in rows I..2I) and down
+ * [E, H, I], of one float dtype as stored; weights [T, K] float; ids int32/int64 [T, K] in [0, E).
+ * Returns float32 [T, H]. One fused kernel where the device has one (cpu: no [T*K, H] copies of x,
+ * gate and up in one GEMM, the weighting and the sum over slots folded into the last pass);
+ * elsewhere the same products through gatherLinear. Throws RangeError on mismatched shapes,
+ * TypeError on bad dtypes (ids are checked by the kernel where it can read them).
+ */
+export function moeExperts(x: Tensor, gateUp: Tensor, down: Tensor, weights: Tensor, ids: Tensor): Tensor {
+  const device = checkSameDevice("moe_experts", x, gateUp, down, weights, ids);
+  if (x.ndim !== 2 || gateUp.ndim !== 3 || down.ndim !== 3 || weights.ndim !== 2) {
+    throw new RangeError(`moe_experts: expected x [T, H], gateUp [E, 2I, H], down [E, H, I], weights [T, K]; got x [${x.shape}], gateUp [${gateUp.shape}], down [${down.shape}], weights [${weights.shape}]`);
+  }
+  const [T, H] = x.shape, [E, I2] = gateUp.shape, I = I2 / 2;
+  if (gateUp.shape[2] !== H || I2 % 2 !== 0 || !sameShape(down.shape, [E, H, I]) || weights.shape[0] !== T || !sameShape(ids.shape, weights.shape)) {
+    throw new RangeError(`moe_experts: x [${x.shape}], gateUp [${gateUp.shape}], down [${down.shape}], weights [${weights.shape}] and ids [${ids.shape}] do not fit x [T, H], gateUp [E, 2I, H], down [E, H, I], weights and ids [T, K]`);
+  }
+  for (const [name, t] of [["x", x], ["gateUp", gateUp], ["down", down], ["weights", weights]] as const) {
+    if (!isFloating(t.dtype)) throw new TypeError(`moe_experts: ${name} must be a float tensor, got ${t.dtype}`);
+  }
+  if (down.dtype !== gateUp.dtype) throw new TypeError(`moe_experts: gateUp (${gateUp.dtype}) and down (${down.dtype}) must have one dtype`);
+  if (ids.dtype !== "int32" && ids.dtype !== "int64") throw new TypeError(`moe_experts: ids must be int32 or int64, got ${ids.dtype}`);
+  const K = ids.shape[1];
+  if (hasKernel("moeExperts", device.type)) {
+    const out = empty([T, H], "float32", device);
+    if (out.numel > 0) getKernel("moeExperts", device.type)(f32(x).contiguous(), gateUp.contiguous(), down.contiguous(), f32(weights).contiguous(), ids.to("int64").contiguous(), out);
+    return out;
+  }
+  const rows = x.unsqueeze(1).expand(T, K, H).reshape(T * K, H), idx = ids.reshape(T * K);
+  const experts = Array.from({ length: E }, (_, e) => e);
+  const project = (w: (e: number) => Tensor, input: Tensor) => gatherLinear(input, experts.map(w), idx);
+  const h = mul(silu(project((e) => gateUp.select(0, e).narrow(0, 0, I), rows)), project((e) => gateUp.select(0, e).narrow(0, I, I), rows));
+  return sum(mul(project((e) => down.select(0, e), h).view(T, K, H), f32(weights).unsqueeze(2)), 1);
 }
 
 export interface AttentionOptions {

@@ -6,8 +6,8 @@
  * graphRun call that executes all kernels in order on the native side, with the buffer arguments
  * that view a slot (a graph input or output) re-pointed into that run's storage. A call the addon
  * cannot hold as a graph node (see `cpuGraphTesting.uncovered`) splits the graph: it is called
- * from JS between native segments, as before. gatherLinear reads expert ids on the host inside
- * its adapter, so graphs containing it run through replayKernels instead.
+ * from JS between native segments, as before. gatherLinear and moeExperts read expert ids on the
+ * host inside their adapters, so graphs containing them run through replayKernels instead.
  */
 import type { Storage } from "../device.js";
 import { replayKernels, type GraphExecutable, type GraphSpec } from "../graph.js";
@@ -48,7 +48,7 @@ function coverable(c: Call): boolean {
 }
 
 export function compileCpuGraph(spec: GraphSpec): GraphExecutable {
-  if (spec.calls.some((c) => c.op === "gatherLinear")) return replayKernels("cpu", spec);
+  if (spec.calls.some((c) => c.op === "gatherLinear" || c.op === "moeExperts")) return replayKernels("cpu", spec);
   const calls: Call[] = [];
   recordNativeCalls((fn, args, name) => { calls.push({ fn, args, name }); }, () => {
     for (const c of spec.calls) (getKernel(c.op, "cpu") as (...a: unknown[]) => void)(...c.args);

@@ -21,6 +21,11 @@ const last = (t: TensorView) => t.shape[t.shape.length - 1];
 const gatherLinear: KernelSignatures["gatherLinear"] = (x, w, idx, out) =>
   native().gatherLinear(buf(x), w.map(buf), code(w[0]), buf(idx), buf(out), x.shape[0], out.shape[out.shape.length - 1], x.shape[1]);
 
+/** moeExperts on cpu: one addon call (sort by expert, gate|up GEMM, silu * up, down GEMM, weighted sum). */
+const moeExperts: KernelSignatures["moeExperts"] = (x, gateUp, down, weights, ids, out) =>
+  native().moeExperts(buf(x), buf(gateUp), buf(down), code(gateUp), buf(weights), buf(ids), buf(out),
+    x.shape[0], ids.shape[1], gateUp.shape[0], x.shape[1], down.shape[2]);
+
 /** Most inputs of a fused chain (the addon's kMaxFusedInputs). */
 const MAX_FUSED_INPUTS = 6;
 /** Encoded programs of fused chains, by identity (a compiled graph passes the same steps every call). */
@@ -57,6 +62,7 @@ export function cpuKernels(): Partial<KernelSignatures> {
     linearAdd: (x, w, bias, residual, out) =>
       native().linearAdd(buf(x), buf(w), code(w), bias ? buf(bias) : null, bias ? code(bias) : 0, buf(residual), buf(out), x.shape[0], w.shape[0], w.shape[1]),
     gatherLinear,
+    moeExperts,
     quantizeBlocks: (w, bits, q, scales) =>
       native().quantizeBlocks(buf(w), code(w), bits, buf(q), buf(scales), w.shape[0], w.shape[1]),
     linearQuantized: (x, q, scales, bits, bias, out) =>

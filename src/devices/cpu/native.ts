@@ -135,6 +135,13 @@ export interface NativeCpu {
   gatherLinear(x: Buf, weights: Uint8Array[], wDtype: number, idx: Buf, out: Buf, M: number, N: number, K: number): void;
 
   /**
+   * The routed experts of a silu-gated MoE block (moe_experts.cc): out [T, H] = sum over K slots of
+   * weights[t, j] * down[e] @ (silu(gate[e] @ x[t]) * up[e] @ x[t]), e = ids[t, j]; gateUp [E, 2I, H]
+   * and down [E, H, I] of wDtype. Throws RangeError naming an id outside [0, E).
+   */
+  moeExperts(x: Buf, gateUp: Buf, down: Buf, wDtype: number, weights: Buf, ids: Buf, out: Buf, T: number, K: number, E: number, H: number, I: number): void;
+
+  /**
    * linear plus a residual (compile's epilogue fusion): out = x @ w^T (+ bias) + residual, with x,
    * w, bias as for linear and residual, out float32 contiguous [M, N]; out shares no bytes with
    * x, w, bias or residual. One row adds the residual as the product's bias.

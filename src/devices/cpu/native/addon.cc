@@ -369,6 +369,39 @@ napi_value GatherLinear(napi_env env, napi_callback_info info) {
   return undefined(env);
 }
 
+// moeExperts(x, gateUp, down, wDtype, weights, ids, out, T, K, E, H, I): the routed experts of a
+// silu-gated MoE block in one call (moe_experts.cc); x float32 [T, H], gateUp [E, 2I, H] and down
+// [E, H, I] of wDtype, weights float32 [T, K], ids int64 [T, K], out float32 [T, H].
+napi_value MoeExperts(napi_env env, napi_callback_info info) {
+  Args args(env, info, "moe_experts", 12);
+  const Buffer x = args.buffer(0, "x");
+  const Buffer gate_up = args.buffer(1, "gateUp");
+  const Buffer down = args.buffer(2, "down");
+  const int wdt = args.dtype(3, "wDtype");
+  const Buffer weights = args.buffer(4, "weights");
+  const Buffer idx = args.buffer(5, "ids");
+  const Buffer out = args.buffer(6, "out");
+  const int64_t T = args.integer(7, "T"), K = args.integer(8, "K"), E = args.integer(9, "E");
+  const int64_t H = args.integer(10, "H"), I = args.integer(11, "I");
+  float_dtype(args, wdt, "wDtype");
+  args.fits(x, kF32, {T, H});
+  args.fits(gate_up, wdt, {E, 2 * I, H});
+  args.fits(down, wdt, {E, H, I});
+  args.fits(weights, kF32, {T, K});
+  args.fits(idx, kI64, {T, K});
+  args.fits(out, kF32, {T, H});
+  if (args.failed()) return nullptr;
+  const int64_t* ids = static_cast<const int64_t*>(idx.data);
+  for (int64_t m = 0; m < T * K; ++m) {
+    if (!args.check(ids[m] >= 0 && ids[m] < E, false, "expert index %lld is out of range for %lld experts",
+                    static_cast<long long>(ids[m]), static_cast<long long>(E)))
+      return nullptr;
+  }
+  moe_experts(static_cast<const float*>(x.data), gate_up.data, down.data, wdt, static_cast<const float*>(weights.data),
+              ids, static_cast<float*>(out.data), T, K, E, H, I);
+  return undefined(env);
+}
+
 // matmul(a, aStrides, b, bStrides, out, batch, M, N, K): batched strided float32 matmul.
 napi_value Matmul(napi_env env, napi_callback_info info) {
   Args args(env, info, "matmul", 9);
@@ -874,6 +907,7 @@ NAPI_MODULE_INIT() {
       {"softmax", nullptr, Softmax, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
       {"linear", nullptr, Linear, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
       {"gatherLinear", nullptr, GatherLinear, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
+      {"moeExperts", nullptr, MoeExperts, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
       {"matmul", nullptr, Matmul, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
       {"sdpa", nullptr, Sdpa, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
       {"causalConv1d", nullptr, CausalConv1d, nullptr, nullptr, nullptr, napi_enumerable, nullptr},

@@ -60,6 +60,13 @@ void linear(const float* x, const void* w, int w_dtype, const void* bias, int bi
 void gather_linear(const float* x, const void* const* w, int w_dtype, int64_t E, const int64_t* idx,
                    float* out, int64_t M, int64_t N, int64_t K);
 
+// moe_experts.cc: out [T, H] = for each token t, sum over j < K of weights[t, j] *
+// down[e] @ (silu(gate[e] @ x[t]) * up[e] @ x[t]) with e = ids[t, j]; x float32 [T, H], gate_up
+// [E, 2I, H] (gate rows 0..I, up rows I..2I) and down [E, H, I] of w_dtype, weights float32 [T, K],
+// ids int64 [T, K] in [0, E) (checked by the caller).
+void moe_experts(const float* x, const void* gate_up, const void* down, int w_dtype, const float* weights,
+                 const int64_t* ids, float* out, int64_t T, int64_t K, int64_t E, int64_t H, int64_t I);
+
 // matmul.cc
 void matmul(const float* a, const int64_t a_strides[3], const float* b, const int64_t b_strides[3],
             float* out, int64_t batch, int64_t M, int64_t N, int64_t K);

@@ -15,7 +15,7 @@ import { rotaryKVWriteKernels } from "./rotary_kv_write.js";
 import { sortKernels } from "./sort.js";
 import { spatialKernels } from "./spatial.js";
 
-export const webgpuKernels: Omit<KernelSignatures, "quantizeBlocks"> = {
+export const webgpuKernels: Omit<KernelSignatures, "quantizeBlocks" | "moeExperts"> = {
   ...elementwiseKernels,
   ...reduceKernels,
   ...matmulKernels,
