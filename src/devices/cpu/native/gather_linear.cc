@@ -43,11 +43,27 @@ void grouped_gemm(const ExpertGroups& g, const float* xs, int64_t lda, const voi
   const int64_t want = split_count(2.0 * M * N * K, 4 * pool.size());
   const int64_t blocks = std::max<int64_t>(1, std::min(groups, (want + n_active - 1) / n_active));
   const int64_t tasks = n_active * blocks;
+  // bfloat16 weights take the bf16 dot-product GEMM, whose cost per block of rows steps at 2, 4, 8,
+  // 16 and 32 rows (k-pairs spread over the 16 lanes below 16 rows): 9 rows cost as much as 16.
+  // An expert's rows therefore go in chunks of at most 8 (none of a single row, which would take
+  // the float32 GEMV), each chunk over column panels of kPanel weight rows that stay in L2.
+  const bool chunked = w_dtype == kBF16;
+  constexpr int64_t kChunk = 8, kPanel = 96;
   auto task = [&](int64_t t) {
     const int64_t e = g.active[t / blocks], b = t % blocks;
     const int64_t n0 = std::min(N, groups * b / blocks * gran), n1 = std::min(N, groups * (b + 1) / blocks * gran);
     const int64_t r0 = g.start[e], rows = g.start[e + 1] - r0;
-    gemm_range(xs + r0 * lda, lda, rows, K, BMatrix{w[e], w_dtype, 1, K, true}, nullptr, ys + r0 * ldy, ldy, n0, n1);
+    const BMatrix B{w[e], w_dtype, 1, K, true};
+    if (!chunked || rows <= kChunk) return gemm_range(xs + r0 * lda, lda, rows, K, B, nullptr, ys + r0 * ldy, ldy, n0, n1);
+    for (int64_t p0 = n0; p0 < n1; p0 += kPanel) {
+      const int64_t p1 = std::min(n1, p0 + kPanel);
+      for (int64_t c0 = 0; c0 < rows;) {
+        int64_t c = std::min(kChunk, rows - c0);
+        if (rows - c0 - c == 1) c -= 1;  // leave 2 rows, not 1, for the last chunk
+        gemm_range(xs + (r0 + c0) * lda, lda, c, K, B, nullptr, ys + (r0 + c0) * ldy, ldy, p0, p1);
+        c0 += c;
+      }
+    }
   };
   if (want <= 1) {
     for (int64_t t = 0; t < tasks; ++t) task(t);
