@@ -3,10 +3,11 @@
  * them (transformers' `@use_experts_implementation` Experts modules, e.g. Qwen3_5MoeExperts,
  * Gemma4TextExperts): `gate_up_proj` [E, 2I, H] holds per expert the gate rows then the up rows,
  * `down_proj` [E, H, I] (both out × in, like nn.Linear). Each token's output is the routing-weighted
- * sum over its selected experts of down(act(gate(x)) * up(x)). Routing stays on the device: every
- * expert matrix is a view into the fused tensor, picked per row by `gatherLinear`.
+ * sum over its selected experts of down(act(gate(x)) * up(x)). Routing stays on the device: with
+ * silu the fused tensors go to `moeExperts` as they are; otherwise every expert matrix is a view
+ * into the fused tensor, picked per row by `gatherLinear`.
  */
-import { gatherLinear, mul, sum } from "../tensor/ops.js";
+import { gatherLinear, moeExperts, mul, silu, sum } from "../tensor/ops.js";
 import type { Tensor } from "../tensor/tensor.js";
 import { activation, type Activation } from "./activations.js";
 import { Module, type Parameter } from "./module.js";
@@ -28,11 +29,12 @@ export class FusedExperts extends Module {
    * -> float32 [T, H] = sum_j weights[t, j] * expert_{indices[t, j]}(x[t]).
    */
   forward(x: Tensor, weights: Tensor, indices: Tensor): Tensor {
+    const gateUp = this.gate_up_proj.value, down = this.down_proj.value;
+    if (this.act === silu) return moeExperts(x, gateUp, down, weights, indices);
     const [T, H] = x.shape, k = indices.shape[1], I = this.intermediateSize;
     const rows = x.unsqueeze(1).expand(T, k, H).reshape(T * k, H);
     const idx = indices.reshape(T * k);
     const experts = Array.from({ length: this.numExperts }, (_, e) => e);
-    const gateUp = this.gate_up_proj.value, down = this.down_proj.value;
     const gate = gatherLinear(rows, experts.map((e) => gateUp.select(0, e).narrow(0, 0, I)), idx);
     const up = gatherLinear(rows, experts.map((e) => gateUp.select(0, e).narrow(0, I, I)), idx);
     const y = gatherLinear(mul(this.act(gate), up), experts.map((e) => down.select(0, e)), idx).view(T, k, H);

@@ -11,7 +11,7 @@
  * out = sum_k w_k * expert_k(x) + shared_experts(x), experts being gated MLPs
  * `experts.N.{gate,up,down}_proj` as the Hub files store them. Routing stays on the device.
  */
-import { add, div, eq, gatherLinear, linear, mul, sigmoid, sum, topk, where } from "../tensor/ops.js";
+import { add, div, eq, gatherLinear, linear, moeExperts, mul, sigmoid, silu, sum, topk, where } from "../tensor/ops.js";
 import { arange } from "../tensor/creation.js";
 import { tidy } from "../tensor/scope.js";
 import type { Tensor } from "../tensor/tensor.js";
@@ -120,6 +120,10 @@ export class GroupLimitedMoe extends Module implements KernelMoeBlock {
       const [B, L, H] = x.shape, T = B * L, k = this.o.topK;
       const flat = x.reshape(T, H);
       const { weights, indices } = this.gate.forward(flat);
+      if (this.act === silu) {
+        const { gateUp, down } = this.stackedExperts();
+        return add(moeExperts(flat, gateUp, down, weights, indices).view(B, L, H), this.shared_experts.forward(x));
+      }
       const rows = flat.unsqueeze(1).expand(T, k, H).reshape(T * k, H);
       const idx = indices.reshape(T * k);
       const w = (pick: (e: GatedMLP) => Linear) => this.experts.items.map((e) => pick(e).weight.value);
@@ -129,11 +133,16 @@ export class GroupLimitedMoe extends Module implements KernelMoeBlock {
     });
   }
 
+  /** The routed experts' weights stacked once (see nn/moe.ts stackExperts): gate_up [E, 2I, H], down [E, H, I]. */
+  private stackedExperts(): { gateUp: Tensor; down: Tensor } {
+    return (this.stacked = stackExperts(this.experts.items.map((e) => ({ gate: e.gate_proj, up: e.up_proj, down: e.down_proj })), this.stacked));
+  }
+
   kernelMoe(): KernelMoeParts | string {
     if (this.o.hiddenAct !== "silu") return `its experts' activation is ${this.o.hiddenAct}; the MoE kernel contract is silu`;
     return {
       route: (flat) => this.gate.forward(flat),
-      experts: () => (this.stacked = stackExperts(this.experts.items.map((e) => ({ gate: e.gate_proj, up: e.up_proj, down: e.down_proj })), this.stacked)),
+      experts: () => this.stackedExperts(),
       finish: (flat, routed) => add(routed, this.shared_experts.forward(flat)),
     };
   }
