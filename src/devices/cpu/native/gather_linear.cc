@@ -43,26 +43,36 @@ void grouped_gemm(const ExpertGroups& g, const float* xs, int64_t lda, const voi
   const int64_t want = split_count(2.0 * M * N * K, 4 * pool.size());
   const int64_t blocks = std::max<int64_t>(1, std::min(groups, (want + n_active - 1) / n_active));
   const int64_t tasks = n_active * blocks;
-  // bfloat16 weights take the bf16 dot-product GEMM, whose cost per block of rows steps at 2, 4, 8,
-  // 16 and 32 rows (k-pairs spread over the 16 lanes below 16 rows): 9 rows cost as much as 16.
-  // An expert's rows therefore go in chunks of at most 8 (none of a single row, which would take
-  // the float32 GEMV), each chunk over column panels of kPanel weight rows that stay in L2.
-  const bool chunked = w_dtype == kBF16;
+  // bfloat16 weights take the bf16 dot-product GEMM (where the host has one), whose cost per block
+  // of rows steps at 2, 4, 8, 16 and 32 rows (k-pairs spread over the 16 lanes below 16 rows): 9
+  // rows cost as much as 16. An expert's rows therefore go in chunks of at most 8 (none of a single
+  // row), each packed once (thread_scratch slot 3), then every chunk over each column panel of
+  // kPanel weight rows, so the panel is read from memory once and stays in L2 for the others.
+  const Bf16GemmKernels* bf = w_dtype == kBF16 ? bf16_gemm_kernels() : nullptr;
   constexpr int64_t kChunk = 8, kPanel = 96;
   auto task = [&](int64_t t) {
     const int64_t e = g.active[t / blocks], b = t % blocks;
     const int64_t n0 = std::min(N, groups * b / blocks * gran), n1 = std::min(N, groups * (b + 1) / blocks * gran);
     const int64_t r0 = g.start[e], rows = g.start[e + 1] - r0;
-    const BMatrix B{w[e], w_dtype, 1, K, true};
-    if (!chunked || rows <= kChunk) return gemm_range(xs + r0 * lda, lda, rows, K, B, nullptr, ys + r0 * ldy, ldy, n0, n1);
+    if (!bf || rows <= kChunk) {
+      return gemm_range(xs + r0 * lda, lda, rows, K, BMatrix{w[e], w_dtype, 1, K, true}, nullptr, ys + r0 * ldy, ldy, n0, n1);
+    }
+    std::vector<int64_t> first{0};  // chunk i: rows first[i] .. first[i+1]
+    while (first.back() < rows) {
+      int64_t c = std::min(kChunk, rows - first.back());
+      if (rows - first.back() - c == 1) c -= 1;  // leave 2 rows, not 1, for the last chunk
+      first.push_back(first.back() + c);
+    }
+    const size_t chunks = first.size() - 1;
+    std::vector<int64_t> at(chunks + 1, 0);  // packed words before chunk i
+    for (size_t i = 0; i < chunks; ++i) at[i + 1] = at[i] + bf->packed_words(first[i + 1] - first[i], K);
+    uint32_t* P = reinterpret_cast<uint32_t*>(thread_scratch(3, static_cast<size_t>(at[chunks])));
+    for (size_t i = 0; i < chunks; ++i) bf->pack_a(xs + (r0 + first[i]) * lda, lda, first[i + 1] - first[i], K, P + at[i]);
+    const uint16_t* W = static_cast<const uint16_t*>(w[e]);
     for (int64_t p0 = n0; p0 < n1; p0 += kPanel) {
       const int64_t p1 = std::min(n1, p0 + kPanel);
-      for (int64_t c0 = 0; c0 < rows;) {
-        int64_t c = std::min(kChunk, rows - c0);
-        if (rows - c0 - c == 1) c -= 1;  // leave 2 rows, not 1, for the last chunk
-        gemm_range(xs + (r0 + c0) * lda, lda, c, K, B, nullptr, ys + (r0 + c0) * ldy, ldy, p0, p1);
-        c0 += c;
-      }
+      for (size_t i = 0; i < chunks; ++i)
+        bf->gemm_packed(P + at[i], first[i + 1] - first[i], K, W, K, nullptr, ys + (r0 + first[i]) * ldy, ldy, p0, p1);
     }
   };
   if (want <= 1) {
