@@ -48,3 +48,11 @@ test("cpu gatherLinear: an expert index past the weights is a RangeError naming 
   assert.throws(() => T.gatherLinear(T.full([3, 3], 0), w, T.tensor([1, 2, 0], { dtype: "int64" })), (e: Error) => e instanceof RangeError && /expert index 2 is out of range for 2 weights/.test(e.message));
   assert.throws(() => T.gatherLinear(T.full([1, 3], 0), w, T.tensor([-1], { dtype: "int64" })), /expert index -1 is out of range for 2 weights/);
 });
+
+test("cpu gatherLinear: K = 0 gives zeros, also for an expert with more rows than one bf16 chunk", async () => {
+  const M = 12, N = 5;
+  // Scratch memory the kernels may reuse holds non-zeros first.
+  await T.gatherLinear(T.full([M, 4], 1), [T.full([N, 4], 1).to("bfloat16")], T.tensor(new Array(M).fill(0), { dtype: "int64" })).data();
+  const out = (await T.gatherLinear(T.full([M, 0], 1), [T.full([N, 0], 1).to("bfloat16")], T.tensor(new Array(M).fill(0), { dtype: "int64" })).data()) as Float32Array;
+  assert.deepEqual([...out], new Array(M * N).fill(0));
+});

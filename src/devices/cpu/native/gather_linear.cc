@@ -54,7 +54,7 @@ void grouped_gemm(const ExpertGroups& g, const float* xs, int64_t lda, const voi
     const int64_t e = g.active[t / blocks], b = t % blocks;
     const int64_t n0 = std::min(N, groups * b / blocks * gran), n1 = std::min(N, groups * (b + 1) / blocks * gran);
     const int64_t r0 = g.start[e], rows = g.start[e + 1] - r0;
-    if (!bf || rows <= kChunk) {
+    if (!bf || rows <= kChunk || K == 0) {
       return gemm_range(xs + r0 * lda, lda, rows, K, BMatrix{w[e], w_dtype, 1, K, true}, nullptr, ys + r0 * ldy, ldy, n0, n1);
     }
     std::vector<int64_t> first{0};  // chunk i: rows first[i] .. first[i+1]

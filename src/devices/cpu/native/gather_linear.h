@@ -18,8 +18,9 @@ ExpertGroups group_by_expert(const int64_t* idx, int64_t M, int64_t E);
 
 // For every active expert e and sorted row r of it: ys[r*ldy + n] = xs[r*lda + :] . w[e][n*K + :]
 // for n < N (w[e] an [N, K] matrix of w_dtype), all experts' GEMMs in one parallel region
-// (tasks = (expert, column block)). Runs on the thread pool; the GEMM kernels use thread_scratch
-// slots 0 and 3 only.
+// (tasks = (expert, column block)); with bfloat16 weights an expert's rows go in chunks of at most
+// 8, the bf16 GEMM's cheapest block shape. Runs on the thread pool; uses thread_scratch slots 0
+// and 3 only.
 void grouped_gemm(const ExpertGroups& g, const float* xs, int64_t lda, const void* const* w, int w_dtype,
                   float* ys, int64_t ldy, int64_t N, int64_t K);
 
