@@ -30,12 +30,14 @@ function dense(v: TensorView, numel: number): boolean {
 
 type LinearArgs = [TensorView, TensorView, TensorView | null, TensorView];
 
-/** The linear's arguments when it can join a group (2-D float32 input, float32 weight, no bias). */
+/** The linear's arguments when it can join a group (2-D float32 input, no bias; the weight of any
+ * float dtype: a device's kernel runs what it cannot fuse, e.g. webgpu's half-precision weights,
+ * as the separate ops). */
 function groupable(n: GraphNode | undefined): LinearArgs | null {
   if (n?.op !== "linear") return null;
   const [x, w, bias, out] = n.args as LinearArgs;
   const [M, K] = x.shape;
-  const ok = bias === null && x.shape.length === 2 && dense(x, M * K) && w.dtype === "float32" && dense(out, M * w.shape[0]);
+  const ok = bias === null && x.shape.length === 2 && dense(x, M * K) && dense(out, M * w.shape[0]);
   return ok ? [x, w, bias, out] : null;
 }
 
