@@ -81,6 +81,23 @@ for (const dtype of ["float32", "bfloat16"] as const) {
   });
 }
 
+test("compile on cpu: a linear of the group's input traced after other nodes (Qwen3's v after the q/k norms) joins the group", async () => {
+  const attn = (x: torch.Tensor, g: torch.Tensor, gq: torch.Tensor, wq: torch.Tensor, wk: torch.Tensor, wv: torch.Tensor) => {
+    const h = torch.rmsNorm(x, g, 1e-6);
+    const q = torch.rmsNorm(torch.linear(h, wq).reshape([2, 4, 16]), gq, 1e-6);
+    const k = torch.rmsNorm(torch.linear(h, wk).reshape([2, 2, 16]), gq, 1e-6);
+    return [q, k, torch.linear(h, wv)];
+  };
+  torch.compiler.reset();
+  const f = torch.compile(attn);
+  const args = [rand([2, 48], 1), rand([48], 2), rand([16], 3), rand([64, 48], 4).to("bfloat16"), rand([32, 48], 5).to("bfloat16"), rand([32, 48], 6).to("bfloat16")] as const;
+  assert.match(graphLog(() => f(...args)), /attn: 3 kernel calls \(0 dead removed, 3 fused away\)/, "norm + q/k/v, then the q and k norms");
+  const x2 = rand([2, 48], 7);
+  const got = f(x2, ...args.slice(1) as [torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]) as torch.Tensor[];
+  const want = attn(x2, ...args.slice(1) as [torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]);
+  for (const [i, t] of got.entries()) await close(t, want[i], 0, `output ${i}`);
+});
+
 test("linearGroup on cpu refuses an output of the wrong size and a malformed epilogue by name", async () => {
   const { native } = await import("../src/devices/cpu/native.js");
   const f32 = (n: number) => new Float32Array(n);
