@@ -1,7 +1,9 @@
 /**
  * compile's fusions on cpu against eager: a linear's residual add in the product's epilogue
  * (the native linearAdd; one row takes the residual as the GEMM's bias), with float32 and
- * bfloat16 weights, within 1e-5 of eager's linear then add.
+ * bfloat16 weights, within 1e-5 of eager's linear then add; and linear groups (the native
+ * linearGroup: q/k/v or gate/up sharing one input, the rmsNorm before them and an MLP's
+ * SiLU(gate) * up inside, one thread-pool job for few rows), equal to eager's separate ops.
  */
 import assert from "node:assert/strict";
 import { test } from "node:test";
@@ -48,4 +50,58 @@ test("linearAdd on cpu refuses a residual of the wrong size by name", async () =
   const { native } = await import("../src/devices/cpu/native.js");
   const f32 = (n: number) => new Float32Array(n);
   assert.throws(() => native().linearAdd(f32(4), f32(8), 0, null, 0, f32(1), f32(2), 1, 2, 4), /linearAdd.*residual/);
+});
+
+for (const dtype of ["float32", "bfloat16"] as const) {
+  test(`compile on cpu: a norm, the linears reading it and an MLP's SiLU(gate) * up run as one linearGroup (${dtype} weights), equal to eager`, async () => {
+    const qkv = (x: torch.Tensor, g: torch.Tensor, ...ws: torch.Tensor[]) => {
+      const h = torch.rmsNorm(x, g, 1e-5, 1);
+      return ws.map((w) => torch.linear(h, w));
+    };
+    const mlp = (x: torch.Tensor, g: torch.Tensor, gate: torch.Tensor, up: torch.Tensor) => {
+      const h = torch.rmsNorm(x, g, 1e-6);
+      return torch.silu(torch.linear(h, gate)).mul(torch.linear(h, up));
+    };
+    const four = (x: torch.Tensor, ...ws: torch.Tensor[]) => ws.map((w) => torch.linear(x, w));
+    // 1 and 3 rows take the direct GEMV kernels (one job for every weight), 40 rows the packed GEMMs.
+    for (const [rows, seed] of [[1, 1], [3, 2], [40, 3]] as const) {
+      torch.compiler.reset();
+      const fq = torch.compile(qkv), fm = torch.compile(mlp), f4 = torch.compile(four);
+      const ws = [200, 72, 72].map((n, i) => rand([n, 64], seed + 10 + i).to(dtype));
+      const [g, gate, up] = [rand([64], seed + 20).to(dtype), rand([136, 64], seed + 21).to(dtype), rand([136, 64], seed + 22).to(dtype)];
+      const x = rand([1, rows, 64], seed);
+      assert.match(graphLog(() => fq(x, g, ...ws)), /qkv: 1 kernel calls \(0 dead removed, 3 fused away\)/, `${rows} rows: norm + q/k/v is one call`);
+      assert.match(graphLog(() => fm(x, g, gate, up)), /mlp: 1 kernel calls \(0 dead removed, 4 fused away\)/, `${rows} rows: norm + gate/up + silu * mul is one call`);
+      assert.match(graphLog(() => f4(x, ...ws, gate)), /four: 2 kernel calls/, `${rows} rows: four linears are groups of at most three`);
+      const x2 = rand([1, rows, 64], seed + 30);
+      const got = [...(fq(x2, g, ...ws) as torch.Tensor[]), fm(x2, g, gate, up), ...(f4(x2, ...ws, gate) as torch.Tensor[])];
+      const want = [...qkv(x2, g, ...ws), mlp(x2, g, gate, up), ...four(x2, ...ws, gate)];
+      for (const [i, t] of got.entries()) await close(t, want[i], 0, `${rows} rows, output ${i}, replayed`);
+    }
+  });
+}
+
+test("compile on cpu: a linear of the group's input traced after other nodes (Qwen3's v after the q/k norms) joins the group", async () => {
+  const attn = (x: torch.Tensor, g: torch.Tensor, gq: torch.Tensor, wq: torch.Tensor, wk: torch.Tensor, wv: torch.Tensor) => {
+    const h = torch.rmsNorm(x, g, 1e-6);
+    const q = torch.rmsNorm(torch.linear(h, wq).reshape([2, 4, 16]), gq, 1e-6);
+    const k = torch.rmsNorm(torch.linear(h, wk).reshape([2, 2, 16]), gq, 1e-6);
+    return [q, k, torch.linear(h, wv)];
+  };
+  torch.compiler.reset();
+  const f = torch.compile(attn);
+  const args = [rand([2, 48], 1), rand([48], 2), rand([16], 3), rand([64, 48], 4).to("bfloat16"), rand([32, 48], 5).to("bfloat16"), rand([32, 48], 6).to("bfloat16")] as const;
+  assert.match(graphLog(() => f(...args)), /attn: 3 kernel calls \(0 dead removed, 3 fused away\)/, "norm + q/k/v, then the q and k norms");
+  const x2 = rand([2, 48], 7);
+  const got = f(x2, ...args.slice(1) as [torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]) as torch.Tensor[];
+  const want = attn(x2, ...args.slice(1) as [torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]);
+  for (const [i, t] of got.entries()) await close(t, want[i], 0, `output ${i}`);
+});
+
+test("linearGroup on cpu refuses an output of the wrong size and a malformed epilogue by name", async () => {
+  const { native } = await import("../src/devices/cpu/native.js");
+  const f32 = (n: number) => new Float32Array(n);
+  assert.throws(() => native().linearGroup(f32(4), 1, 4, null, 0, 0, 0, 1, f32(8), 0, 2, f32(1), null, 0, 0, null, null, 0, 0, null, null, 0), /linearGroup.*out/);
+  const badStep = new Int32Array([1, 2, 0, 0, 0, 5]); // mul of input 0 and input 5 of a 2-weight group
+  assert.throws(() => native().linearGroup(f32(4), 1, 4, null, 0, 0, 0, 2, f32(8), 0, 2, f32(2), f32(8), 0, 2, null, null, 0, 0, null, badStep, 1), /linearGroup: epilogue step 0 is malformed/);
 });

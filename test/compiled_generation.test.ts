@@ -47,13 +47,32 @@ test("stories260K compiled on cpu: eager's greedy ids, logits within 1e-5, one d
   assert.deepEqual(await model.generate(long, { ...GREEDY, maxNewTokens: 40, compile: true }), await model.generate(long, { ...GREEDY, maxNewTokens: 40 }));
   s = compiler.stats();
   assert.equal(s.compiles, 3);
-  assert.match(s.recompileReasons.at(-1)!, /shape mismatch, expected \[1,1\], got \[1,16\]/);
+  assert.match(s.recompileReasons.at(-1)!, /args\[0\]: shape mismatch, expected \[1,8\], got \[1,16\]/, "compared with the nearest graph: the bucket-8 prefill");
   // A replaced parameter (here: the same values in a new tensor) recompiles instead of replaying stale weights.
   const norm = [...model.namedParameters()].find(([n]) => n === "model.norm.weight")![1];
   norm.set(mul(norm.value, 1));
   assert.deepEqual(await model.generate(PROMPT, { ...GREEDY, maxNewTokens: 40, compile: true }), eager);
   assert.ok(compiler.stats().recompileReasons.some((r) => /parameter 'model\.model\.norm\.weight' was replaced/.test(r)), compiler.stats().recompileReasons.join("; "));
   await checkStaticLogits(model, PROMPT, 1e-5, true);
+});
+
+test("generations of one prompt with different maxNewTokens keep every graph: a repeat compiles nothing, a new cache capacity recompiles naming the KV buffer", async (t) => {
+  const skip = missing(STORIES);
+  if (skip) return t.skip(skip);
+  const model = await AutoModelForCausalLM.fromPretrained(STORIES);
+  compiler.reset();
+  // maxNewTokens 20 and 100 after a 5-token prompt (bucket 8): KV capacities 32 and 128, so two prefill and two decode graphs.
+  const eager = new Map<number, number[]>();
+  for (const n of [20, 100]) eager.set(n, (await model.generate(PROMPT, { ...GREEDY, maxNewTokens: n })) as number[]);
+  for (const n of [20, 100, 20, 100]) assert.deepEqual(await model.generate(PROMPT, { ...GREEDY, maxNewTokens: n, compile: true }), eager.get(n), `maxNewTokens ${n}`);
+  const s = compiler.stats();
+  assert.equal(s.compiles, 4, `the repeats compile nothing (${s.recompileReasons.join("; ")})`);
+  assert.equal(s.cacheHits, 2 * (19 + 99));
+  assert.deepEqual(s.recompileReasons, [
+    "generate.step: args[0]: shape mismatch, expected [1,8], got [1,1]", // decode after prefill
+    "generate.step: args[6]: shape mismatch, expected [1,32,4,8], got [1,128,4,8]", // prefill of capacity 128: the layer-0 keys
+    "generate.step: args[0]: shape mismatch, expected [1,8], got [1,1]", // its decode, nearest to that prefill
+  ]);
 });
 
 test("model.compile() makes generate compile by default; a model without a static step is refused by name", async (t) => {

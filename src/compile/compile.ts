@@ -23,7 +23,7 @@ import type { Device } from "../devices/device.js";
 import { Module } from "../nn/module.js";
 import type { Tensor } from "../tensor/tensor.js";
 import { capture, capturing } from "./capture.js";
-import { failedGuard, flattenArgs, guardKey, type Leaf } from "./guards.js";
+import { flattenArgs, guardKey, nearestFailedGuard, type Leaf } from "./guards.js";
 import { GraphProgram, hiddenTensor } from "./program.js";
 import { cacheGeneration, record } from "./stats.js";
 
@@ -102,7 +102,7 @@ export function compile<F extends (...args: any[]) => any>(target: F | Forward<F
       overLimit = true;
       return fn.apply(this, args);
     }
-    if (latest && replaced === null) record.recompile(name, failedGuard(latest.leaves, leaves));
+    if (latest && replaced === null) record.recompile(name, nearestFailedGuard([...cache.values()].map((e) => e.leaves), leaves));
     record.compile();
     const cap = capture(() => fn.apply(this, args));
     const why = cap.breakReason ?? hiddenTensor(cap.result)?.replace(/^/, "tensors returned inside a class instance cannot be rebuilt: ") ?? null;

@@ -79,6 +79,30 @@ export function guardKey(leaves: readonly Leaf[]): string {
   return key;
 }
 
+/**
+ * Why the call `now` fails every kept graph, in words: the failed guard of the graph nearest to it
+ * (the fewest differing leaves; the latest compiled among equals), so a recompile names the change
+ * that matters (a KV buffer's new capacity) rather than how it differs from an unrelated graph (the
+ * decode step, when a prefill recompiles). `kept`: each graph's leaves, oldest first.
+ */
+export function nearestFailedGuard(kept: readonly (readonly Leaf[])[], now: readonly Leaf[]): string {
+  let best: readonly Leaf[] | null = null, fewest = Infinity;
+  for (const leaves of kept) {
+    const n = differing(leaves, now);
+    if (n <= fewest) [best, fewest] = [leaves, n];
+  }
+  return best ? failedGuard(best, now) : "no graph compiled yet";
+}
+
+/** How many leaves differ between two calls (a changed structure counts every leaf). */
+function differing(a: readonly Leaf[], b: readonly Leaf[]): number {
+  if (a.length !== b.length) return Math.max(a.length, b.length);
+  let n = 0;
+  for (let i = 0; i < a.length; i++) if (a[i].path !== b[i].path) return a.length;
+  else if (a[i].sig !== b[i].sig) n++;
+  return n;
+}
+
 /** Which guard of `before` (an earlier compile's leaves) the call `now` fails, in words. */
 export function failedGuard(before: readonly Leaf[], now: readonly Leaf[]): string {
   for (let i = 0; i < Math.max(before.length, now.length); i++) {

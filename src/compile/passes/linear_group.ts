@@ -6,7 +6,10 @@
  * group (the norm as the matrix-vector kernel's prologue; a decoder layer's two input norms and
  * the final norm before the LM head). When the next node is an elementwise chain (or one unary or
  * binary op) of exactly the group's products, each read only there, and the weights have one
- * shape, the chain becomes the group's epilogue (an MLP's SiLU(gate) * up). Runs only on devices
+ * shape, the chain becomes the group's epilogue (an MLP's SiLU(gate) * up). A linear of the same
+ * input that follows a few nodes later is moved up to join the group first when no node in
+ * between writes its input or weight or touches its output (Qwen3's v projection, traced after
+ * the q/k norms that read q and k). Runs only on devices
  * that register `linearGroup`, after the other fusions (which move an MLP's activation past its up
  * projection).
  */
@@ -30,12 +33,14 @@ function dense(v: TensorView, numel: number): boolean {
 
 type LinearArgs = [TensorView, TensorView, TensorView | null, TensorView];
 
-/** The linear's arguments when it can join a group (2-D float32 input, float32 weight, no bias). */
+/** The linear's arguments when it can join a group (2-D float32 input, no bias; the weight of any
+ * float dtype: a device's kernel runs what it cannot fuse, e.g. webgpu's half-precision weights,
+ * as the separate ops). */
 function groupable(n: GraphNode | undefined): LinearArgs | null {
   if (n?.op !== "linear") return null;
   const [x, w, bias, out] = n.args as LinearArgs;
   const [M, K] = x.shape;
-  const ok = bias === null && x.shape.length === 2 && dense(x, M * K) && w.dtype === "float32" && dense(out, M * w.shape[0]);
+  const ok = bias === null && x.shape.length === 2 && dense(x, M * K) && dense(out, M * w.shape[0]);
   return ok ? [x, w, bias, out] : null;
 }
 
@@ -60,8 +65,38 @@ function chainOf(n: GraphNode | undefined): { steps: readonly FusedStep[]; input
   return null;
 }
 
+/** How many nodes past the end of a run of linears a linear of the same input is looked for. */
+const LOOKAHEAD = 8;
+
+/**
+ * `nodes` with each linear that reads the input view of an earlier adjacent run of linears moved
+ * to the end of that run, when it is at most LOOKAHEAD nodes past it and no node in between writes
+ * its input or weight, or reads or writes its output (so moving it changes no value).
+ */
+function gatherLinears(nodes: readonly GraphNode[]): GraphNode[] {
+  const out = [...nodes];
+  for (let i = 0; i < out.length; i++) {
+    const a = groupable(out[i]);
+    if (!a) continue;
+    let end = i + 1;
+    while (end < out.length && groupable(out[end]) && sameView(groupable(out[end])![0], a[0])) end++;
+    for (let j = end; j < Math.min(out.length, end + LOOKAHEAD); j++) {
+      const b = groupable(out[j]);
+      if (!b || !sameView(b[0], a[0])) continue;
+      const between = out.slice(end, j);
+      const safe = between.every((n) => !n.writes.some((s) => s === b[0].storage || s === b[1].storage || s === b[3].storage) && !n.reads.includes(b[3].storage));
+      if (!safe) continue;
+      const [moved] = out.splice(j, 1);
+      out.splice(end++, 0, moved);
+    }
+    i = end - 1;
+  }
+  return out;
+}
+
 /** The nodes with linear groups formed (see the file comment); `temporary`: storages that die with the call. */
-export function groupLinears(nodes: readonly GraphNode[], outputs: ReadonlySet<Storage>, temporary: ReadonlySet<Storage>): GraphNode[] {
+export function groupLinears(all: readonly GraphNode[], outputs: ReadonlySet<Storage>, temporary: ReadonlySet<Storage>): GraphNode[] {
+  const nodes = gatherLinears(all);
   const readers = new Map<Storage, number>();
   for (const n of nodes) for (const s of new Set(n.reads)) readers.set(s, (readers.get(s) ?? 0) + 1);
   const out: GraphNode[] = [];

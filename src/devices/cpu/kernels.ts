@@ -31,8 +31,8 @@ const MAX_FUSED_INPUTS = 6;
 /** Encoded programs of fused chains, by identity (a compiled graph passes the same steps every call). */
 const programs = new WeakMap<readonly FusedStep[], Int32Array>();
 
-const fusedElementwise: KernelSignatures["fusedElementwise"] = (steps, inputs, out) => {
-  if (inputs.length > MAX_FUSED_INPUTS) throw new RangeError(`fusedElementwise: ${inputs.length} inputs exceed ${MAX_FUSED_INPUTS}`);
+/** The addon's encoding of a fused chain (6 ints per step, see native.ts's fusedElementwise). */
+function program(steps: readonly FusedStep[]): Int32Array {
   let prog = programs.get(steps);
   if (!prog) {
     prog = new Int32Array(steps.length * 6);
@@ -43,9 +43,25 @@ const fusedElementwise: KernelSignatures["fusedElementwise"] = (steps, inputs, o
     });
     programs.set(steps, prog);
   }
+  return prog;
+}
+
+const fusedElementwise: KernelSignatures["fusedElementwise"] = (steps, inputs, out) => {
+  if (inputs.length > MAX_FUSED_INPUTS) throw new RangeError(`fusedElementwise: ${inputs.length} inputs exceed ${MAX_FUSED_INPUTS}`);
+  const prog = program(steps);
   const args: (Uint8Array | number[] | null)[] = [];
   for (let k = 0; k < MAX_FUSED_INPUTS; k++) args.push(k < inputs.length ? buf(inputs[k]) : null, k < inputs.length ? strides(inputs[k]) : []);
   native().fusedElementwise(prog, steps.length, inputs.length, ...args, buf(out), shape(out));
+};
+
+/** linearGroup on cpu: one addon call (one thread-pool job for few rows; the norm and the epilogue inside). */
+const linearGroup: KernelSignatures["linearGroup"] = (x, norm, ws, outs, epilogue = null) => {
+  const per = [0, 1, 2].flatMap((g) => g < ws.length
+    ? [buf(ws[g]), code(ws[g]), ws[g].shape[0], epilogue && g > 0 ? null : buf(outs[g])]
+    : [null, 0, 0, null]);
+  native().linearGroup(buf(x), x.shape[0], x.shape[1], norm ? buf(norm.weight) : null, norm ? code(norm.weight) : 0, norm?.eps ?? 0, norm?.offset ?? 0, ws.length,
+    ...(per as [Uint8Array, number, number, Uint8Array, Uint8Array | null, number, number, Uint8Array | null, Uint8Array | null, number, number, Uint8Array | null]),
+    epilogue ? program(epilogue) : null, epilogue?.length ?? 0);
 };
 
 export function cpuKernels(): Partial<KernelSignatures> {
@@ -119,5 +135,6 @@ export function cpuKernels(): Partial<KernelSignatures> {
     sort: (x, values, indices, descending) => native().sort(buf(x), buf(values), buf(indices), rowsOf(x), last(x), descending ? 1 : 0),
     topk: (x, k, values, indices) => native().topk(buf(x), buf(values), buf(indices), rowsOf(x), last(x), k),
     fusedElementwise,
+    linearGroup,
   };
 }

@@ -150,6 +150,18 @@ export interface NativeCpu {
     M: number, N: number, K: number): void;
 
   /**
+   * Up to three linears sharing one input x float32 [M, K] (compile's linear grouping), as one
+   * thread-pool job for few rows: out_g = n(x) @ w_g^T with n the RMS norm of rmsNorm (normW [K]
+   * of normDtype, eps, offset) or the identity when normW is null; w_g [N_g, K] of its dtype,
+   * out_g float32 [M, N_g]; unused weights (g >= G) null. With prog (fusedElementwise's encoding,
+   * inputs 0..G-1 = the products, every N_g equal), out0 [M, N] receives the chain's value and
+   * out1, out2 are null. No out shares bytes with x, normW or a weight.
+   */
+  linearGroup(x: Buf, M: number, K: number, normW: Buf | null, normDtype: number, eps: number, offset: number, G: number,
+    w0: Buf, w0Dtype: number, N0: number, out0: Buf, w1: Buf | null, w1Dtype: number, N1: number, out1: Buf | null,
+    w2: Buf | null, w2Dtype: number, N2: number, out2: Buf | null, prog: Int32Array | null, nsteps: number): void;
+
+  /**
    * Batched float32 matmul with arbitrary strides: for b < batch,
    * out[b, m, n] = sum_k a[b*as0 + m*as1 + k*as2] * bm[b*bs0 + k*bs1 + n*bs2];
    * out contiguous [batch, M, N].

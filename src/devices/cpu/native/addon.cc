@@ -930,6 +930,7 @@ NAPI_MODULE_INIT() {
       {"groupNorm", nullptr, GroupNormExport, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
       {"upsampleNearest2d", nullptr, UpsampleNearest2dExport, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
       {"linearAdd", nullptr, LinearAddExport, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
+      {"linearGroup", nullptr, LinearGroupExport, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
   };
   napi_define_properties(env, exports, sizeof(props) / sizeof(props[0]), props);
   register_graph_kernels(props, sizeof(props) / sizeof(props[0]));

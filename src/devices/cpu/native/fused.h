@@ -29,4 +29,27 @@ void linear_add(const float* x, const void* w, int w_dtype, const void* bias, in
 
 napi_value LinearAddExport(napi_env env, napi_callback_info info);
 
+// Up to three linears sharing one input (linear_group.cc): out[g] = n(x) @ w[g]^T, x float32
+// [M, K], n the RMS norm of rms_norm(…, norm_w, eps, offset) or, with norm_w null, the identity;
+// w[g] [N[g], K] of w_dtype[g]; out[g] float32 [M, N[g]]. With `prog` (a fused_elementwise program
+// of nsteps steps over inputs 0..G-1 = the products; every N equal), out[0] [M, N] receives the
+// chain's value instead and out[1..] are unused. No out may alias x, norm_w or a weight.
+struct LinearGroupArgs {
+  const float* x = nullptr;
+  int64_t M = 0, K = 0;
+  const void* norm_w = nullptr;
+  int norm_dtype = 0;
+  float eps = 0, offset = 0;
+  int G = 0;
+  const void* w[3] = {};
+  int w_dtype[3] = {};
+  int64_t N[3] = {};
+  float* out[3] = {};
+  const int32_t* prog = nullptr;
+  int nsteps = 0;
+};
+void linear_group(const LinearGroupArgs& a);
+
+napi_value LinearGroupExport(napi_env env, napi_callback_info info);
+
 }  // namespace tsorch

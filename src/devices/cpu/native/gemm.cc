@@ -105,3 +105,13 @@ void gemm_parallel(const float* A, int64_t lda, int64_t M, int64_t K, const BMat
 }
 
 }  // namespace tsorch
+
+namespace tsorch {
+
+bool gemm_direct(int64_t M, const BMatrix& B) {
+  return !(bf16_gemm_kernels() && takes_bf16(B, M)) && direct(gemm_kernels(), M, B);
+}
+
+int64_t gemm_panel() { return gemm_kernels().panel; }
+
+}  // namespace tsorch

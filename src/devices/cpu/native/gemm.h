@@ -31,3 +31,13 @@ void gemm_parallel(const float* A, int64_t lda, int64_t M, int64_t K, const BMat
 float* thread_scratch(int slot, size_t n);
 
 }  // namespace tsorch
+
+namespace tsorch {
+
+// Whether gemm_range computes a product of M rows with B by a direct (unpacked, per-column) kernel
+// and gemm_parallel would split it by column panels of gemm_panel() columns (linear_group.cc
+// splits several such products as one job).
+bool gemm_direct(int64_t M, const BMatrix& B);
+int64_t gemm_panel();
+
+}  // namespace tsorch
