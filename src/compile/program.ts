@@ -17,6 +17,7 @@ import { fuseLinearEpilogue } from "./passes/epilogue.js";
 import { fuseElementwise } from "./passes/fusion.js";
 import { groupLinears } from "./passes/linear_group.js";
 import { fuseRotaryKVWrite } from "./passes/rotary_kv.js";
+import { fuseRotaryGather } from "./passes/rotary_gather.js";
 import { planMemory } from "./passes/memory_plan.js";
 
 /** Where a returned tensor's storage comes from on each replay. */
@@ -71,7 +72,8 @@ export class GraphProgram {
     const epilogued = ops.includes("linearAdd") ? fuseLinearEpilogue(live, outputs, temporary) : live;
     const fused = ops.includes("fusedElementwise") ? fuseElementwise(epilogued, outputs, temporary) : epilogued;
     const grouped = ops.includes("linearGroup") ? groupLinears(fused, outputs, temporary) : fused;
-    const kept = ops.includes("rotaryKVWrite") ? fuseRotaryKVWrite(grouped, outputs, temporary) : grouped;
+    const rotated = ops.includes("rotaryKVWrite") ? fuseRotaryKVWrite(grouped, outputs, temporary) : grouped;
+    const kept = ops.includes("rotaryKVWrite") ? fuseRotaryGather(rotated, outputs, temporary) : rotated;
     const plan = planMemory(kept, temporary, device);
     this.info = {
       nodes: kept.length, deadNodes: cap.nodes.length - live.length, fusedNodes: live.length - kept.length,

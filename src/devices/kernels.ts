@@ -182,9 +182,12 @@ export interface KernelSignatures {
   /** qOut = rotary(q), and rotary(k) and v written into the pools as pagedKVWrite does (made by
    * compile's rotary + KV-write fusion, never by the front-end): q (or null, with qOut) and k
    * [B, L, H, D] contiguous float32 with cos/sin [B, L, R] as rotary; v [B * L, Hkv, Dv]; kCache,
-   * vCache and slots as pagedKVWrite; the rotated k itself is not stored anywhere else. */
+   * vCache and slots as pagedKVWrite; the rotated k itself is not stored anywhere else. With `rows`
+   * (contiguous int32/int64 [B * L], made by compile's rotary-gather fusion), cos/sin are instead
+   * contiguous float32 tables [P, R] and token t uses row rows[t] (embedding(rows, table)'s rows; an
+   * id outside [0, P) throws embedding's RangeError at the next read). */
   rotaryKVWrite(q: TensorView | null, qOut: TensorView | null, k: TensorView, v: TensorView, cos: TensorView, sin: TensorView,
-    kCache: TensorView, vCache: TensorView, slots: TensorView): void;
+    kCache: TensorView, vCache: TensorView, slots: TensorView, rows?: TensorView | null): void;
 }
 
 /** The RMS norm a linearGroup applies to its input first (rmsNorm's weight [K], eps and weight offset). */
