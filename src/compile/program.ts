@@ -16,6 +16,7 @@ import { eliminateDeadCode } from "./passes/dce.js";
 import { fuseLinearEpilogue } from "./passes/epilogue.js";
 import { fuseElementwise } from "./passes/fusion.js";
 import { groupLinears } from "./passes/linear_group.js";
+import { fuseLinearArgmax } from "./passes/linear_argmax.js";
 import { fuseRotaryKVWrite } from "./passes/rotary_kv.js";
 import { fuseRotaryGather } from "./passes/rotary_gather.js";
 import { planMemory } from "./passes/memory_plan.js";
@@ -72,7 +73,8 @@ export class GraphProgram {
     const epilogued = ops.includes("linearAdd") ? fuseLinearEpilogue(live, outputs, temporary) : live;
     const fused = ops.includes("fusedElementwise") ? fuseElementwise(epilogued, outputs, temporary) : epilogued;
     const grouped = ops.includes("linearGroup") ? groupLinears(fused, outputs, temporary) : fused;
-    const rotated = ops.includes("rotaryKVWrite") ? fuseRotaryKVWrite(grouped, outputs, temporary) : grouped;
+    const headed = ops.includes("linearArgmax") ? fuseLinearArgmax(grouped, outputs, temporary) : grouped;
+    const rotated = ops.includes("rotaryKVWrite") ? fuseRotaryKVWrite(headed, outputs, temporary) : headed;
     const kept = ops.includes("rotaryKVWrite") ? fuseRotaryGather(rotated, outputs, temporary) : rotated;
     const plan = planMemory(kept, temporary, device);
     this.info = {

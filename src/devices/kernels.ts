@@ -188,6 +188,11 @@ export interface KernelSignatures {
    * id outside [0, P) throws embedding's RangeError at the next read). */
   rotaryKVWrite(q: TensorView | null, qOut: TensorView | null, k: TensorView, v: TensorView, cos: TensorView, sin: TensorView,
     kCache: TensorView, vCache: TensorView, slots: TensorView, rows?: TensorView | null): void;
+  /** out[m] = argmax over n of (n(x) @ w^T)[m, n], as reduce's argmax (the first NaN, else the first
+   * maximum), made by compile's linear-argmax fusion (a greedy step's LM head), never by the
+   * front-end: x contiguous float32 [M, K]; norm as linearGroup's, or null; w [N, K] as linear (no
+   * bias); out contiguous int64 of M elements. */
+  linearArgmax(x: TensorView, norm: LinearGroupNorm | null, w: TensorView, out: TensorView): void;
 }
 
 /** The RMS norm a linearGroup applies to its input first (rmsNorm's weight [K], eps and weight offset). */

@@ -4,6 +4,7 @@ import { attentionKernels } from "./attention.js";
 import { elementwiseKernels } from "./elementwise.js";
 import { gatedDeltaKernels } from "./gated_delta.js";
 import { gatherKernels } from "./gather.js";
+import { linearArgmaxKernels } from "./linear_argmax.js";
 import { linearGroupKernels } from "./linear_group.js";
 import { matmulKernels } from "./matmul.js";
 import { mxfp4Kernels } from "./mxfp4.js";
@@ -20,6 +21,7 @@ export const webgpuKernels: Omit<KernelSignatures, "quantizeBlocks"> = {
   ...reduceKernels,
   ...matmulKernels,
   ...linearGroupKernels,
+  ...linearArgmaxKernels,
   ...rotaryKVWriteKernels,
   ...attentionKernels,
   ...pagedAttentionKernels,
