@@ -19,6 +19,7 @@ import { groupLinears } from "./passes/linear_group.js";
 import { fuseLinearArgmax } from "./passes/linear_argmax.js";
 import { fuseRotaryKVWrite } from "./passes/rotary_kv.js";
 import { fuseRotaryGather } from "./passes/rotary_gather.js";
+import { fuseAttentionOut } from "./passes/attention_out.js";
 import { planMemory } from "./passes/memory_plan.js";
 
 /** Where a returned tensor's storage comes from on each replay. */
@@ -75,7 +76,8 @@ export class GraphProgram {
     const grouped = ops.includes("linearGroup") ? groupLinears(fused, outputs, temporary) : fused;
     const headed = ops.includes("linearArgmax") ? fuseLinearArgmax(grouped, outputs, temporary) : grouped;
     const rotated = ops.includes("rotaryKVWrite") ? fuseRotaryKVWrite(headed, outputs, temporary) : headed;
-    const kept = ops.includes("rotaryKVWrite") ? fuseRotaryGather(rotated, outputs, temporary) : rotated;
+    const gathered = ops.includes("rotaryKVWrite") ? fuseRotaryGather(rotated, outputs, temporary) : rotated;
+    const kept = ops.includes("pagedAttentionLinearAdd") ? fuseAttentionOut(gathered, outputs, temporary) : gathered;
     const plan = planMemory(kept, temporary, device);
     this.info = {
       nodes: kept.length, deadNodes: cap.nodes.length - live.length, fusedNodes: live.length - kept.length,

@@ -193,6 +193,11 @@ export interface KernelSignatures {
    * front-end: x contiguous float32 [M, K]; norm as linearGroup's, or null; w [N, K] as linear (no
    * bias); out contiguous int64 of M elements. */
   linearArgmax(x: TensorView, norm: LinearGroupNorm | null, w: TensorView, out: TensorView): void;
+  /** out [T, N] = pagedAttention(q, …)'s [T, Hq * Dv] rows @ w^T + bias + residual (made by compile's
+   * attention-projection fusion, never by the front-end): the arguments of pagedAttention (no out)
+   * and of linearAdd (its x being the attention's output). */
+  pagedAttentionLinearAdd(q: TensorView, kCache: TensorView, vCache: TensorView, blockTables: TensorView, tokenSeq: TensorView, tokenPos: TensorView,
+    p: PagedAttentionParams, w: TensorView, bias: TensorView | null, residual: TensorView, out: TensorView): void;
 }
 
 /** The RMS norm a linearGroup applies to its input first (rmsNorm's weight [K], eps and weight offset). */

@@ -10,6 +10,7 @@ import { matmulKernels } from "./matmul.js";
 import { mxfp4Kernels } from "./mxfp4.js";
 import { normKernels } from "./norm.js";
 import { pagedAttentionKernels } from "./paged_attention.js";
+import { pagedAttentionOutKernels } from "./paged_attention_out.js";
 import { quantLinearKernels } from "./quant_linear.js";
 import { reduceKernels } from "./reduce.js";
 import { rotaryKVWriteKernels } from "./rotary_kv_write.js";
@@ -25,6 +26,7 @@ export const webgpuKernels: Omit<KernelSignatures, "quantizeBlocks"> = {
   ...rotaryKVWriteKernels,
   ...attentionKernels,
   ...pagedAttentionKernels,
+  ...pagedAttentionOutKernels,
   ...normKernels,
   ...spatialKernels,
   ...gatherKernels,
