@@ -7,7 +7,11 @@
  * - rotary gather (compile/passes/rotary_gather.ts, rotaryKVWrite's rows): the cos/sin gathers of
  *   per-position tables folded into the rotary + KV write, pools and rotated queries within 1e-4
  *   of eager, an out-of-range position still throwing embedding's RangeError, and the fallback
- *   that gathers first when the device allows too few storage bindings.
+ *   that gathers first when the device allows too few storage bindings;
+ * - attention + projection (compile/passes/attention_out.ts, pagedAttentionLinearAdd): paged
+ *   attention, o_proj and the residual add in one call within 1e-4 of eager, with GQA, a window,
+ *   soft-capping, a bias and several tokens; the fallback shapes (a projection over the
+ *   one-workgroup limit, a row not a multiple of 4) and an attention output read elsewhere.
  */
 import assert from "node:assert/strict";
 import { test } from "node:test";
@@ -15,7 +19,7 @@ import * as torch from "../src/index.js";
 import type { Device } from "../src/devices/device.js";
 import { gatherKernels } from "../src/devices/webgpu/kernels/gather.js";
 import { FUSED_MAX_MACS } from "../src/devices/webgpu/kernels/linear_argmax.js";
-import { pagedKVWrite } from "../src/tensor/paged_attention.js";
+import { pagedAttention, pagedKVWrite } from "../src/tensor/paged_attention.js";
 import { maxAbsDiff } from "./helpers/shared.js";
 import { webgpuOrSkip } from "./helpers/webgpu.js";
 import { graphLog } from "./helpers/graph_log.js";
@@ -153,4 +157,47 @@ test("compile: on webgpu, the rotary cos/sin gathers by position fold into rotar
     else delete (gpu as unknown as { limits?: unknown }).limits;
   }
   assert.notEqual(gpu.limits.maxStorageBuffersPerShaderStage, 10);
+});
+
+test("compile: on webgpu, paged attention, the output projection and the residual add run as one pagedAttentionLinearAdd, within 1e-4 of eager", async (t) => {
+  const dev = await webgpuOrSkip(t);
+  if (!dev) return;
+  const int32 = (xs: number[], shape: number[]) => torch.tensor(Int32Array.from(xs), { shape, dtype: "int32", device: dev });
+  // [query heads, kv heads, head size, output features, tokens, window, softcap, bias, kernel calls]
+  const bigN = Math.floor(FUSED_MAX_MACS / 32) + 8;
+  for (const [Hq, Hkv, D, N, T, window, softcap, withBias, calls] of [
+    [8, 8, 8, 64, 1, 0, 0, false, 1], [4, 2, 8, 24, 3, 0, 0, true, 1], [4, 1, 16, 40, 2, 3, 5, false, 1],
+    [2, 2, 3, 10, 2, 0, 0, false, 1], [4, 2, 8, bigN, 1, 0, 0, false, 1],
+  ] as const) {
+    const bs = 4, blocks = 6, S = 2;
+    const layer = (q: torch.Tensor, kc: torch.Tensor, vc: torch.Tensor, tables: torch.Tensor, seq: torch.Tensor, pos: torch.Tensor,
+      w: torch.Tensor, bias: torch.Tensor | null, residual: torch.Tensor) => {
+      const att = pagedAttention(q, kc, vc, tables, seq, pos, { window, softcap });
+      return torch.linear(att.reshape([T, Hq * D]), w, bias).add(residual);
+    };
+    const args = (seed: number) => [rand([T, Hq, D], seed, dev), rand([blocks, bs, Hkv, D], seed + 1, dev), rand([blocks, bs, Hkv, D], seed + 2, dev),
+      int32([5, 0, 3, 1, 2, 4], [S, 3]), int32(Array.from({ length: T }, (_, i) => i % S), [T]), int32(Array.from({ length: T }, (_, i) => (seed + 3 * i) % 12), [T]),
+      rand([N, Hq * D], seed + 3, dev), withBias ? rand([N], seed + 4, dev) : null, rand([T, N], seed + 5, dev)] as const;
+    torch.compiler.reset();
+    const f = torch.compile(layer);
+    const what = `Hq ${Hq}, Hkv ${Hkv}, D ${D}, N ${N}, T ${T}, window ${window}, softcap ${softcap}, bias ${withBias}`;
+    assert.equal(kernelCalls(() => f(...args(1))), calls, `${what}: kernel calls`);
+    for (const seed of [2, 7]) {
+      const got = f(...args(seed)) as torch.Tensor, want = layer(...args(seed));
+      assert.deepEqual(got.shape, want.shape);
+      const d = maxAbsDiff(Array.from(await got.data(), Number), Array.from(await want.data(), Number));
+      assert.ok(d <= 1e-4, `${what}, input ${seed}: max |compiled - eager| = ${d}`);
+    }
+  }
+  // The attention output also returned: attention and the projection stay two kernels.
+  const both = (q: torch.Tensor, kc: torch.Tensor, vc: torch.Tensor, tables: torch.Tensor, seq: torch.Tensor, pos: torch.Tensor, w: torch.Tensor, r: torch.Tensor) => {
+    const att = pagedAttention(q, kc, vc, tables, seq, pos);
+    return [att, torch.linear(att.reshape([1, 16]), w).add(r)];
+  };
+  torch.compiler.reset();
+  const fb = torch.compile(both);
+  const a = [rand([1, 2, 8], 1, dev), rand([2, 4, 2, 8], 2, dev), rand([2, 4, 2, 8], 3, dev), int32([1, 0], [1, 2]), int32([0], [1]), int32([5], [1]), rand([8, 16], 4, dev), rand([1, 8], 5, dev)] as const;
+  assert.equal(kernelCalls(() => fb(...a)), 2, "attention output returned: attention + linearAdd");
+  const [got, want] = [fb(...a) as torch.Tensor[], both(...a)];
+  for (const [i, g] of got.entries()) assert.ok(maxAbsDiff(Array.from(await g.data(), Number), Array.from(await want[i].data(), Number)) <= 1e-4, `output ${i}`);
 });
