@@ -11,7 +11,11 @@
  * - attention + projection (compile/passes/attention_out.ts, pagedAttentionLinearAdd): paged
  *   attention, o_proj and the residual add in one call within 1e-4 of eager, with GQA, a window,
  *   soft-capping, a bias and several tokens; the fallback shapes (a projection over the
- *   one-workgroup limit, a row not a multiple of 4) and an attention output read elsewhere.
+ *   one-workgroup limit, a row not a multiple of 4) and an attention output read elsewhere;
+ * - MLP (compile/passes/mlp_out.ts, linearGroupLinearAdd): a gated MLP's norm, gate/up, SiLU(gate)
+ *   * up, down projection and residual add in one call within 1e-4 of eager (Gemma's norm offset,
+ *   a bias, several rows), the fallback shapes (over the one-workgroup limit, a hidden size not a
+ *   multiple of 4) and a hidden state read elsewhere.
  */
 import assert from "node:assert/strict";
 import { test } from "node:test";
@@ -198,6 +202,41 @@ test("compile: on webgpu, paged attention, the output projection and the residua
   const fb = torch.compile(both);
   const a = [rand([1, 2, 8], 1, dev), rand([2, 4, 2, 8], 2, dev), rand([2, 4, 2, 8], 3, dev), int32([1, 0], [1, 2]), int32([0], [1]), int32([5], [1]), rand([8, 16], 4, dev), rand([1, 8], 5, dev)] as const;
   assert.equal(kernelCalls(() => fb(...a)), 2, "attention output returned: attention + linearAdd");
+  const [got, want] = [fb(...a) as torch.Tensor[], both(...a)];
+  for (const [i, g] of got.entries()) assert.ok(maxAbsDiff(Array.from(await g.data(), Number), Array.from(await want[i].data(), Number)) <= 1e-4, `output ${i}`);
+});
+
+test("compile: on webgpu, a gated MLP with its down projection and residual add runs as one linearGroupLinearAdd, within 1e-4 of eager", async (t) => {
+  const dev = await webgpuOrSkip(t);
+  if (!dev) return;
+  const mlp = (offset: number) => (x: torch.Tensor, g: torch.Tensor, gate: torch.Tensor, up: torch.Tensor, down: torch.Tensor, bias: torch.Tensor | null) => {
+    const h = torch.rmsNorm(x, g, 1e-5, offset);
+    return torch.linear(torch.silu(torch.linear(h, gate)).mul(torch.linear(h, up)), down, bias).add(x);
+  };
+  const bigI = Math.floor(FUSED_MAX_MACS / 96) + 4;
+  // [rows, K (model dim), I (hidden), norm offset, bias]: fused, then fallbacks (I over the limit, I 30).
+  for (const [M, K, I, offset, withBias, seed] of [[1, 64, 172, 0, false, 1], [3, 32, 48, 1, true, 2], [9, 16, 24, 0, false, 3], [1, 32, bigI, 0, false, 4], [2, 32, 30, 0, false, 5]] as const) {
+    torch.compiler.reset();
+    const f = torch.compile(mlp(offset));
+    const args = (s: number) => [rand([M, K], s, dev), rand([K], seed + 10, dev), rand([I, K], seed + 11, dev), rand([I, K], seed + 12, dev),
+      rand([K, I], seed + 13, dev), withBias ? rand([K], seed + 14, dev) : null] as const;
+    const what = `${M} rows, K ${K}, I ${I}, offset ${offset}, bias ${withBias}`;
+    assert.equal(kernelCalls(() => f(...args(seed))), 1, `${what}: one call`);
+    for (const s of [seed + 20, seed + 30]) {
+      const got = f(...args(s)) as torch.Tensor, want = mlp(offset)(...args(s));
+      const d = maxAbsDiff(Array.from(await got.data(), Number), Array.from(await want.data(), Number));
+      assert.ok(d <= 1e-4, `${what}, input ${s}: max |compiled - eager| = ${d}`);
+    }
+  }
+  // The hidden state also returned: the group and the down projection stay two kernels.
+  const both = (x: torch.Tensor, gate: torch.Tensor, up: torch.Tensor, down: torch.Tensor) => {
+    const h = torch.silu(torch.linear(x, gate)).mul(torch.linear(x, up));
+    return [h, torch.linear(h, down).add(x)];
+  };
+  torch.compiler.reset();
+  const fb = torch.compile(both);
+  const a = [rand([2, 16], 1, dev), rand([24, 16], 2, dev), rand([24, 16], 3, dev), rand([16, 24], 4, dev)] as const;
+  assert.equal(kernelCalls(() => fb(...a)), 2, "hidden state returned: group + linearAdd");
   const [got, want] = [fb(...a) as torch.Tensor[], both(...a)];
   for (const [i, g] of got.entries()) assert.ok(maxAbsDiff(Array.from(await g.data(), Number), Array.from(await want[i].data(), Number)) <= 1e-4, `output ${i}`);
 });

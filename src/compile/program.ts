@@ -20,6 +20,7 @@ import { fuseLinearArgmax } from "./passes/linear_argmax.js";
 import { fuseRotaryKVWrite } from "./passes/rotary_kv.js";
 import { fuseRotaryGather } from "./passes/rotary_gather.js";
 import { fuseAttentionOut } from "./passes/attention_out.js";
+import { fuseMlpOut } from "./passes/mlp_out.js";
 import { planMemory } from "./passes/memory_plan.js";
 
 /** Where a returned tensor's storage comes from on each replay. */
@@ -77,7 +78,8 @@ export class GraphProgram {
     const headed = ops.includes("linearArgmax") ? fuseLinearArgmax(grouped, outputs, temporary) : grouped;
     const rotated = ops.includes("rotaryKVWrite") ? fuseRotaryKVWrite(headed, outputs, temporary) : headed;
     const gathered = ops.includes("rotaryKVWrite") ? fuseRotaryGather(rotated, outputs, temporary) : rotated;
-    const kept = ops.includes("pagedAttentionLinearAdd") ? fuseAttentionOut(gathered, outputs, temporary) : gathered;
+    const attended = ops.includes("pagedAttentionLinearAdd") ? fuseAttentionOut(gathered, outputs, temporary) : gathered;
+    const kept = ops.includes("linearGroupLinearAdd") ? fuseMlpOut(attended, outputs, temporary) : attended;
     const plan = planMemory(kept, temporary, device);
     this.info = {
       nodes: kept.length, deadNodes: cap.nodes.length - live.length, fusedNodes: live.length - kept.length,

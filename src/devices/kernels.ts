@@ -198,6 +198,12 @@ export interface KernelSignatures {
    * and of linearAdd (its x being the attention's output). */
   pagedAttentionLinearAdd(q: TensorView, kCache: TensorView, vCache: TensorView, blockTables: TensorView, tokenSeq: TensorView, tokenPos: TensorView,
     p: PagedAttentionParams, w: TensorView, bias: TensorView | null, residual: TensorView, out: TensorView): void;
+  /** out [M, N] = h @ w^T + bias + residual with h [M, I] = linearGroup(x, norm, ws, [h], epilogue)
+   * (made by compile's MLP fusion, never by the front-end: a gated MLP's norm, gate/up, SiLU(gate)
+   * * up, down projection and residual add): the arguments of linearGroup with an epilogue (no
+   * outs) and of linearAdd (its x being h); out shares no storage with x, the norm weight or ws. */
+  linearGroupLinearAdd(x: TensorView, norm: LinearGroupNorm | null, ws: TensorView[], epilogue: readonly FusedStep[],
+    w: TensorView, bias: TensorView | null, residual: TensorView, out: TensorView): void;
 }
 
 /** The RMS norm a linearGroup applies to its input first (rmsNorm's weight [K], eps and weight offset). */

@@ -7,6 +7,7 @@ import { gatherKernels } from "./gather.js";
 import { linearArgmaxKernels } from "./linear_argmax.js";
 import { linearGroupKernels } from "./linear_group.js";
 import { matmulKernels } from "./matmul.js";
+import { mlpLinearAddKernels } from "./mlp_linear_add.js";
 import { mxfp4Kernels } from "./mxfp4.js";
 import { normKernels } from "./norm.js";
 import { pagedAttentionKernels } from "./paged_attention.js";
@@ -23,6 +24,7 @@ export const webgpuKernels: Omit<KernelSignatures, "quantizeBlocks"> = {
   ...matmulKernels,
   ...linearGroupKernels,
   ...linearArgmaxKernels,
+  ...mlpLinearAddKernels,
   ...rotaryKVWriteKernels,
   ...attentionKernels,
   ...pagedAttentionKernels,
