@@ -10,7 +10,7 @@ import type { KernelSignatures, PagedAttentionParams } from "../../kernels.js";
 import type { TensorView } from "../../view.js";
 import { fbits, grid } from "../dispatch.js";
 import { bufferOf, deviceOf } from "./common.js";
-import { MAX_HEAD, WG, WG_REDUCE } from "./attention.js";
+import { MAX_HEAD, WG } from "./attention.js";
 import { entry, LIBRARY } from "./wgsl.js";
 
 /** The WGSL kernels read and write float32 pools only. */
@@ -49,7 +49,6 @@ export function attendHead(store: (d: string, v: string) => string): string {
 var<workgroup> qs: array<f32, ${MAX_HEAD}>;
 var<workgroup> ps: array<f32, ${WG}>;
 var<workgroup> slot: array<u32, ${WG}>;
-${WG_REDUCE}
 fn attend(t: u32, h: u32, lid: u32) {
   let Hq = pu(0u); let Hkv = pu(1u); let D = pu(2u); let Dv = pu(3u); let bs = pu(4u); let mb = pu(5u);
   let hk = h / (Hq / Hkv);
@@ -79,15 +78,23 @@ fn attend(t: u32, h: u32, lid: u32) {
       s = dot * scale;
       if (softcap > 0.0) { s = softcap * tanh_f(s / softcap); }
     }
-    let cm = wg_reduce(s, lid, true);
+    // The chunk's max and sum by every thread reading the WG scores (3 barriers a chunk, not a tree's 16).
+    ps[lid] = s;
+    workgroupBarrier();
+    let cnt = u32(min(${WG}, hi - j0));
+    var cm = -inf_f();
+    for (var jj = 0u; jj < cnt; jj = jj + 1u) { cm = max(cm, ps[jj]); }
     let mn = max(m, cm);
     let alpha = exp_f(m - mn);
     var pj = 0.0;
     if (s != -inf_f()) { pj = exp_f(s - mn); }
+    workgroupBarrier();
     ps[lid] = pj;
-    l = l * alpha + wg_reduce(pj, lid, false);
+    workgroupBarrier();
+    var cs = 0.0;
+    for (var jj = 0u; jj < cnt; jj = jj + 1u) { cs = cs + ps[jj]; }
+    l = l * alpha + cs;
     m = mn;
-    let cnt = u32(min(${WG}, hi - j0));
     for (var u = 0u; u < ${MAX_HEAD / WG}u; u = u + 1u) {
       let d = lid + u * ${WG}u;
       if (d >= Dv) { break; }
