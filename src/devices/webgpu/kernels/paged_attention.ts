@@ -78,29 +78,32 @@ fn attend(t: u32, h: u32, lid: u32) {
       s = dot * scale;
       if (softcap > 0.0) { s = softcap * tanh_f(s / softcap); }
     }
-    // The chunk's max and sum by every thread reading the WG scores (3 barriers a chunk, not a tree's 16).
+    // The threads holding output dims (lid < Dv) take the chunk's softmax themselves from the
+    // scores in workgroup memory: two barriers a chunk, and idle threads skip the scans.
     ps[lid] = s;
     workgroupBarrier();
-    let cnt = u32(min(${WG}, hi - j0));
-    var cm = -inf_f();
-    for (var jj = 0u; jj < cnt; jj = jj + 1u) { cm = max(cm, ps[jj]); }
-    let mn = max(m, cm);
-    let alpha = exp_f(m - mn);
-    var pj = 0.0;
-    if (s != -inf_f()) { pj = exp_f(s - mn); }
-    workgroupBarrier();
-    ps[lid] = pj;
-    workgroupBarrier();
-    var cs = 0.0;
-    for (var jj = 0u; jj < cnt; jj = jj + 1u) { cs = cs + ps[jj]; }
-    l = l * alpha + cs;
-    m = mn;
-    for (var u = 0u; u < ${MAX_HEAD / WG}u; u = u + 1u) {
-      let d = lid + u * ${WG}u;
-      if (d >= Dv) { break; }
-      var a = acc[u] * alpha;
-      for (var jj = 0u; jj < cnt; jj = jj + 1u) { a = fma(ps[jj], V[pu(14u) + (slot[jj] * Hkv + hk) * Dv + d], a); }
-      acc[u] = a;
+    if (lid < Dv) {
+      let cnt = u32(min(${WG}, hi - j0));
+      var cm = -inf_f();
+      for (var jj = 0u; jj < cnt; jj = jj + 1u) { cm = max(cm, ps[jj]); }
+      let mn = max(m, cm);
+      let alpha = exp_f(m - mn);
+      for (var u = 0u; u < ${MAX_HEAD / WG}u; u = u + 1u) { acc[u] = acc[u] * alpha; }
+      var cs = 0.0;
+      for (var jj = 0u; jj < cnt; jj = jj + 1u) {
+        let sj = ps[jj];
+        var pj = 0.0;
+        if (sj != -inf_f()) { pj = exp_f(sj - mn); }
+        cs = cs + pj;
+        let vb = pu(14u) + (slot[jj] * Hkv + hk) * Dv;
+        for (var u = 0u; u < ${MAX_HEAD / WG}u; u = u + 1u) {
+          let d = lid + u * ${WG}u;
+          if (d >= Dv) { break; }
+          acc[u] = fma(pj, V[vb + d], acc[u]);
+        }
+      }
+      l = l * alpha + cs;
+      m = mn;
     }
     workgroupBarrier();
   }
