@@ -6,7 +6,8 @@
  *   multiple of 4, a head over the one-workgroup limit); logits read elsewhere keep their kernels;
  * - rotary gather (compile/passes/rotary_gather.ts, rotaryKVWrite's rows): the cos/sin gathers of
  *   per-position tables folded into the rotary + KV write, pools and rotated queries within 1e-4
- *   of eager, an out-of-range position still throwing embedding's RangeError, and the fallback
+ *   of eager (int32 and int64 positions), an out-of-range position still throwing embedding's
+ *   RangeError, and the fallback
  *   that gathers first when the device allows too few storage bindings;
  * - attention + projection (compile/passes/attention_out.ts, pagedAttentionLinearAdd): paged
  *   attention, o_proj and the residual add in one call within 1e-4 of eager, with GQA, a window,
@@ -114,8 +115,9 @@ test("compile: on webgpu, the rotary cos/sin gathers by position fold into rotar
     return [qr];
   };
   const [cosT, sinT] = [rand([P, R], 7, dev), rand([P, R], 8, dev)];
+  let posDtype: "int32" | "int64" = "int32";
   const args = (L: number, seed: number, pos: number[]) => [rand([1, L, Hq, D], seed, dev), rand([1, L, Hk, D], seed + 1, dev), rand([L, Hk, D], seed + 2, dev),
-    torch.tensor(Int32Array.from(pos), { shape: [1, L], dtype: "int32", device: dev }), cosT, sinT,
+    torch.tensor(posDtype === "int64" ? pos.map(BigInt) : Int32Array.from(pos), { shape: [1, L], dtype: posDtype, device: dev }), cosT, sinT,
     torch.tensor(Int32Array.from(pos, (p) => p % 16), { shape: [L], dtype: "int32", device: dev })] as const;
   const pools = () => [torch.zeros([2, 8, Hk, D], { device: dev }), torch.zeros([2, 8, Hk, D], { device: dev })] as const;
   const check = async (f: typeof step, L: number, seed: number, pos: number[], what: string) => {
@@ -127,7 +129,8 @@ test("compile: on webgpu, the rotary cos/sin gathers by position fold into rotar
       assert.ok(d <= 1e-4, `${what}[${i}]: max |compiled - eager| = ${d}`);
     }
   };
-  for (const [L, pos] of [[1, [9]], [3, [30, 2, 17]]] as const) {
+  for (const [L, pos, dtype] of [[1, [9], "int32"], [3, [30, 2, 17], "int32"], [2, [4, 31], "int64"]] as const) {
+    posDtype = dtype;
     torch.compiler.reset();
     const f = torch.compile(step);
     assert.equal(kernelCalls(() => f(...args(L, 1, [...pos]), ...pools())), 1, `L ${L}: one call (no gathers)`);
@@ -137,6 +140,7 @@ test("compile: on webgpu, the rotary cos/sin gathers by position fold into rotar
     const bad = f(...args(L, 4, [...pos.slice(1), P + 3]), ...pools()) as torch.Tensor[];
     await assert.rejects(bad[0].data(), RangeError, `L ${L}: position ${P + 3} of ${P}`);
   }
+  posDtype = "int32";
   // Fallback: a device with fewer storage bindings than the fused kernel needs gathers first.
   const gpu = (dev as unknown as { gpu: GPUDevice }).gpu;
   const limits = gpu.limits, own = Object.getOwnPropertyDescriptor(gpu, "limits");

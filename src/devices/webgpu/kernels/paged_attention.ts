@@ -2,9 +2,12 @@
  * Paged attention on webgpu (the cpu addon's pagedKVWrite / pagedAttention contracts, native.ts).
  * pagedKVWrite: one thread per stored float. pagedAttention: one workgroup per (query token, query
  * head); keys are visited in chunks of 64 (one per thread), each key's slot looked up through the
- * sequence's block table, with an online softmax (running max and sum); each thread accumulates
- * its share of the Dv output dims. Block ids and positions are not range-checked on the GPU: the
- * caller (serve's paged cache) builds them.
+ * sequence's block table (each thread one key's score), with an online softmax (running max and
+ * sum): the threads holding output dims (lid < Dv) read the chunk's scores from workgroup memory
+ * and take its max, weights and sum themselves while accumulating their dims, so a chunk costs two
+ * barriers (software adapters such as lavapipe pay dearly per barrier). The per-head body
+ * (attendHead) also serves paged_attention_out.ts. Block ids and positions are not range-checked
+ * on the GPU: the caller (serve's paged cache) builds them.
  */
 import type { KernelSignatures, PagedAttentionParams } from "../../kernels.js";
 import type { TensorView } from "../../view.js";
