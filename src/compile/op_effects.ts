@@ -11,4 +11,5 @@ export const WRITTEN_ARGS: Readonly<Partial<Record<OpName, readonly number[]>>> 
   rmsNorm: [2], causalConv1d: [3, 4], gatedDeltaRule: [6, 7], layerNorm: [3], rotary: [3],
   embedding: [2], conv2d: [3], groupNorm: [3], upsampleNearest2d: [1], dequantMxfp4: [2], quantizeBlocks: [2, 3], linearQuantized: [5], sort: [1, 2], topk: [2, 3], fusedElementwise: [2], linearGroup: [3], rotaryKVWrite: [1, 6, 7],
   linearAdd: [4],
+  linearArgmax: [3], pagedAttentionLinearAdd: [10], linearGroupLinearAdd: [7],
 };

@@ -16,7 +16,11 @@ import { eliminateDeadCode } from "./passes/dce.js";
 import { fuseLinearEpilogue } from "./passes/epilogue.js";
 import { fuseElementwise } from "./passes/fusion.js";
 import { groupLinears } from "./passes/linear_group.js";
+import { fuseLinearArgmax } from "./passes/linear_argmax.js";
 import { fuseRotaryKVWrite } from "./passes/rotary_kv.js";
+import { fuseRotaryGather } from "./passes/rotary_gather.js";
+import { fuseAttentionOut } from "./passes/attention_out.js";
+import { fuseMlpOut } from "./passes/mlp_out.js";
 import { planMemory } from "./passes/memory_plan.js";
 
 /** Where a returned tensor's storage comes from on each replay. */
@@ -71,7 +75,11 @@ export class GraphProgram {
     const epilogued = ops.includes("linearAdd") ? fuseLinearEpilogue(live, outputs, temporary) : live;
     const fused = ops.includes("fusedElementwise") ? fuseElementwise(epilogued, outputs, temporary) : epilogued;
     const grouped = ops.includes("linearGroup") ? groupLinears(fused, outputs, temporary) : fused;
-    const kept = ops.includes("rotaryKVWrite") ? fuseRotaryKVWrite(grouped, outputs, temporary) : grouped;
+    const headed = ops.includes("linearArgmax") ? fuseLinearArgmax(grouped, outputs, temporary) : grouped;
+    const rotated = ops.includes("rotaryKVWrite") ? fuseRotaryKVWrite(headed, outputs, temporary) : headed;
+    const gathered = ops.includes("rotaryKVWrite") ? fuseRotaryGather(rotated, outputs, temporary) : rotated;
+    const attended = ops.includes("pagedAttentionLinearAdd") ? fuseAttentionOut(gathered, outputs, temporary) : gathered;
+    const kept = ops.includes("linearGroupLinearAdd") ? fuseMlpOut(attended, outputs, temporary) : attended;
     const plan = planMemory(kept, temporary, device);
     this.info = {
       nodes: kept.length, deadNodes: cap.nodes.length - live.length, fusedNodes: live.length - kept.length,

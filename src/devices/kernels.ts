@@ -189,9 +189,28 @@ export interface KernelSignatures {
   /** qOut = rotary(q), and rotary(k) and v written into the pools as pagedKVWrite does (made by
    * compile's rotary + KV-write fusion, never by the front-end): q (or null, with qOut) and k
    * [B, L, H, D] contiguous float32 with cos/sin [B, L, R] as rotary; v [B * L, Hkv, Dv]; kCache,
-   * vCache and slots as pagedKVWrite; the rotated k itself is not stored anywhere else. */
+   * vCache and slots as pagedKVWrite; the rotated k itself is not stored anywhere else. With `rows`
+   * (contiguous int32/int64 [B * L], made by compile's rotary-gather fusion), cos/sin are instead
+   * contiguous float32 tables [P, R] and token t uses row rows[t] (embedding(rows, table)'s rows; an
+   * id outside [0, P) throws embedding's RangeError at the next read). */
   rotaryKVWrite(q: TensorView | null, qOut: TensorView | null, k: TensorView, v: TensorView, cos: TensorView, sin: TensorView,
-    kCache: TensorView, vCache: TensorView, slots: TensorView): void;
+    kCache: TensorView, vCache: TensorView, slots: TensorView, rows?: TensorView | null): void;
+  /** out[m] = argmax over n of (n(x) @ w^T)[m, n], as reduce's argmax (the first NaN, else the first
+   * maximum), made by compile's linear-argmax fusion (a greedy step's LM head), never by the
+   * front-end: x contiguous float32 [M, K]; norm as linearGroup's, or null; w [N, K] as linear (no
+   * bias); out contiguous int64 of M elements. */
+  linearArgmax(x: TensorView, norm: LinearGroupNorm | null, w: TensorView, out: TensorView): void;
+  /** out [T, N] = pagedAttention(q, …)'s [T, Hq * Dv] rows @ w^T + bias + residual (made by compile's
+   * attention-projection fusion, never by the front-end): the arguments of pagedAttention (no out)
+   * and of linearAdd (its x being the attention's output). */
+  pagedAttentionLinearAdd(q: TensorView, kCache: TensorView, vCache: TensorView, blockTables: TensorView, tokenSeq: TensorView, tokenPos: TensorView,
+    p: PagedAttentionParams, w: TensorView, bias: TensorView | null, residual: TensorView, out: TensorView): void;
+  /** out [M, N] = h @ w^T + bias + residual with h [M, I] = linearGroup(x, norm, ws, [h], epilogue)
+   * (made by compile's MLP fusion, never by the front-end: a gated MLP's norm, gate/up, SiLU(gate)
+   * * up, down projection and residual add): the arguments of linearGroup with an epilogue (no
+   * outs) and of linearAdd (its x being h); out shares no storage with x, the norm weight or ws. */
+  linearGroupLinearAdd(x: TensorView, norm: LinearGroupNorm | null, ws: TensorView[], epilogue: readonly FusedStep[],
+    w: TensorView, bias: TensorView | null, residual: TensorView, out: TensorView): void;
 }
 
 /** The RMS norm a linearGroup applies to its input first (rmsNorm's weight [K], eps and weight offset). */

@@ -29,6 +29,10 @@ const MAX_BATCH = 64;
 const UNIFORM_USAGE = 0x40 | 0x08;
 const READBACK_USAGE = 0x01 | 0x08;
 const MAP_READ = 0x01;
+/** Read-back staging buffers of at most this many bytes are kept for the next read (see readBack). */
+const KEPT_STAGING_BYTES = 4096;
+/** How many such buffers are kept (reads may overlap: a pipelined generation has one or two in flight). */
+const KEPT_STAGING = 4;
 /** GPUShaderStage.COMPUTE. */
 const GPUShaderStageCompute = 0x4;
 
@@ -64,6 +68,8 @@ export class Dispatcher {
   private readonly arena = new Uint32Array(MAX_BATCH * (SLOT_BYTES / 4));
   private batched = 0;
   private recording: RecordedDispatch[] | null = null;
+  /** Idle small staging buffers (KEPT_STAGING_BYTES each), reused so a small read allocates and maps no new memory. */
+  private readonly idleStaging: GPUBuffer[] = [];
 
   constructor(private readonly device: GPUDevice, private readonly allocator: Allocator) {
     this.params = device.createBuffer({ size: this.arena.byteLength, usage: UNIFORM_USAGE });
@@ -164,20 +170,31 @@ export class Dispatcher {
     this.allocator.submitted();
   }
 
-  /** Copy `size` bytes (multiples of 4) at `offset` of each source to the host, after all recorded work. */
+  /**
+   * Copy `size` bytes (multiples of 4) at `offset` of each source to the host, after all recorded
+   * work. Reads of at most KEPT_STAGING_BYTES (a greedy step's ids, a status block) go through a
+   * reused staging buffer.
+   */
   async readBack(sources: readonly { buffer: GPUBuffer; offset: number; size: number }[]): Promise<Uint8Array[]> {
     const total = sources.reduce((s, x) => s + x.size, 0);
-    const staging = this.device.createBuffer({ size: Math.max(4, total), usage: READBACK_USAGE });
+    const small = total <= KEPT_STAGING_BYTES;
+    const staging = (small && this.idleStaging.pop()) || this.device.createBuffer({ size: small ? KEPT_STAGING_BYTES : Math.max(4, total), usage: READBACK_USAGE });
     let at = 0;
     for (const s of sources) {
       if (s.size > 0) this.copy(s.buffer, s.offset, staging, at, s.size);
       at += s.size;
     }
     this.flush();
-    await staging.mapAsync(MAP_READ);
-    const all = new Uint8Array(staging.getMappedRange().slice(0));
+    try {
+      await staging.mapAsync(MAP_READ, 0, Math.max(4, total));
+    } catch (e) {
+      staging.destroy();
+      throw e;
+    }
+    const all = new Uint8Array(staging.getMappedRange(0, Math.max(4, total)).slice(0));
     staging.unmap();
-    staging.destroy();
+    if (small && this.idleStaging.length < KEPT_STAGING) this.idleStaging.push(staging);
+    else staging.destroy();
     at = 0;
     return sources.map((s) => all.subarray(at, (at += s.size)));
   }

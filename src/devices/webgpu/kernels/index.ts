@@ -4,11 +4,14 @@ import { attentionKernels } from "./attention.js";
 import { elementwiseKernels } from "./elementwise.js";
 import { gatedDeltaKernels } from "./gated_delta.js";
 import { gatherKernels } from "./gather.js";
+import { linearArgmaxKernels } from "./linear_argmax.js";
 import { linearGroupKernels } from "./linear_group.js";
 import { matmulKernels } from "./matmul.js";
+import { mlpLinearAddKernels } from "./mlp_linear_add.js";
 import { mxfp4Kernels } from "./mxfp4.js";
 import { normKernels } from "./norm.js";
 import { pagedAttentionKernels } from "./paged_attention.js";
+import { pagedAttentionOutKernels } from "./paged_attention_out.js";
 import { quantLinearKernels } from "./quant_linear.js";
 import { reduceKernels } from "./reduce.js";
 import { rotaryKVWriteKernels } from "./rotary_kv_write.js";
@@ -20,9 +23,12 @@ export const webgpuKernels: Omit<KernelSignatures, "quantizeBlocks" | "moeExpert
   ...reduceKernels,
   ...matmulKernels,
   ...linearGroupKernels,
+  ...linearArgmaxKernels,
+  ...mlpLinearAddKernels,
   ...rotaryKVWriteKernels,
   ...attentionKernels,
   ...pagedAttentionKernels,
+  ...pagedAttentionOutKernels,
   ...normKernels,
   ...spatialKernels,
   ...gatherKernels,
