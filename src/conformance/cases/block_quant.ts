@@ -131,5 +131,12 @@ export function blockQuantCases(): Case[] {
     linearQuantizedCase("int4, 1 row, K=224, 77 outputs", 4, 1, 77, 224, rng, null),
     // 4 rows and more take the GEMM over repacked 16-row panels where the host has one (avx512-vnni).
     linearQuantizedCase("int4, 13 rows, K=96 (odd block count), 45 outputs, bfloat16 bias", 4, 13, 45, 96, rng, "bfloat16"),
+    // avx512-vnni decodes int4 four blocks (one 64-byte line) at a time, 4 rows of W per tile (3
+    // with 3 activation rows): full lines plus a 1-3 block tail, row remainders, 2 and 3 rows.
+    linearQuantizedCase("int4, 1 row, K=1024 (whole lines), 9 outputs, float32 bias", 4, 1, 9, 1024, rng, "float32"),
+    linearQuantizedCase("int4, 1 row, K=288 (2 lines + 1 block), 6 outputs", 4, 1, 6, 288, rng, null),
+    linearQuantizedCase("int4, 2 rows, K=160 (1 line + 1 block), 7 outputs", 4, 2, 7, 160, rng, null),
+    linearQuantizedCase("int4, 3 rows, K=448 (3 lines + 2 blocks), 8 outputs, float32 bias", 4, 3, 8, 448, rng, "float32"),
+    linearQuantizedCase("int4, 1 row, K=32 (1 block), 5 outputs", 4, 1, 5, 32, rng, null),
   ];
 }
