@@ -156,10 +156,11 @@ void linear_quantized_group(const float* x, int bits, int64_t M, int64_t K, cons
   const int64_t arb = ik->act_row_bytes(K);
   uint8_t* act = reinterpret_cast<uint8_t*>(thread_scratch(2, static_cast<size_t>((M * arb + 3) / 4)));
   for (int64_t m = 0; m < M; ++m) ik->quantize_act(bits, x, K, m, m + 1, K, act);
-  // As linear_quantized's decode split, over the chunks of all the weights together.
+  // As linear_quantized's decode split (as many tasks per weight, so that as fine-grained: a
+  // descheduled thread holds up no more), over the chunks of all the weights together.
   const int64_t total = chunks[nw];
   ThreadPool& pool = ThreadPool::get();
-  const int64_t tasks = std::min(total, split_count(2.0 * M * rows * K, 4 * pool.size()));
+  const int64_t tasks = std::min(total, split_count(2.0 * M * rows * K, 4 * pool.size() * nw));
   pool.parallel_for(tasks, [&](int64_t t) {
     const int64_t c0 = total * t / tasks, c1 = total * (t + 1) / tasks;
     for (int w = 0; w < nw; ++w) {
