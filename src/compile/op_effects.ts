@@ -10,6 +10,6 @@ export const WRITTEN_ARGS: Readonly<Partial<Record<OpName, readonly number[]>>> 
   linear: [3], gatherLinear: [3], matmul: [2], sdpa: [4], pagedAttention: [6], pagedKVWrite: [2, 3],
   rmsNorm: [2], causalConv1d: [3, 4], gatedDeltaRule: [6, 7], layerNorm: [3], rotary: [3],
   embedding: [2], conv2d: [3], groupNorm: [3], upsampleNearest2d: [1], dequantMxfp4: [2], quantizeBlocks: [2, 3], linearQuantized: [5], sort: [1, 2], topk: [2, 3], fusedElementwise: [2], linearGroup: [3], rotaryKVWrite: [1, 6, 7],
-  linearAdd: [4],
+  linearAdd: [4], linearQuantizedGroup: [5],
   linearArgmax: [3], pagedAttentionLinearAdd: [10], linearGroupLinearAdd: [7],
 };

@@ -149,6 +149,10 @@ export interface KernelSignatures {
   /** out [M, N] f32 = x [M, K] f32 @ W^T (+ bias[N], float32/16/bf16), W as quantizeBlocks writes
    * it (q int32 [N, K * bits / 32], scales float32 [N, K / 32]); all contiguous. */
   linearQuantized(x: TensorView, q: TensorView, scales: TensorView, bits: 4 | 8, bias: TensorView | null, out: TensorView): void;
+  /** linearQuantized of one x [M, K] with each of 2 or 3 weights of the same bits (qs[i], scales[i],
+   * biases[i] as linearQuantized takes them; outs[i] [M, N_i]): one call, the input quantized once
+   * (decode's q/k/v and gate/up projections). */
+  linearQuantizedGroup(x: TensorView, qs: TensorView[], scales: TensorView[], biases: (TensorView | null)[], bits: 4 | 8, outs: TensorView[]): void;
   /**
    * Linear with a GPTQ / AWQ packed weight (Hub checkpoints, see tensor/quant_hub_ops.ts): out
    * [M, N] f32 = x [M, K] f32 @ W^T (+ bias[N], float32/16/bf16), w[n, k] = (q - (z + zeroOffset))
@@ -250,6 +254,11 @@ export function setKernelObserver(o: KernelObserver | null): KernelObserver | nu
   return prev;
 }
 
+/** Whether op `op` has a kernel on devices of `deviceType` (front-ends of optional fused ops). */
+export function hasKernel(op: OpName, deviceType: string): boolean {
+  return registry.has(`${op}/${deviceType}`);
+}
+
 /** Look up a kernel; throws "op X has no kernel on device Y". */
 export function getKernel<K extends OpName>(op: K, deviceType: string): KernelSignatures[K] {
   const fn = registry.get(`${op}/${deviceType}`);
@@ -259,11 +268,6 @@ export function getKernel<K extends OpName>(op: K, deviceType: string): KernelSi
     return ((...args: unknown[]) => seen(op, deviceType, fn, args)) as KernelSignatures[K];
   }
   return fn as KernelSignatures[K];
-}
-
-/** Whether op `op` has a kernel on devices of `deviceType` (front-ends of optional fused ops). */
-export function hasKernel(op: OpName, deviceType: string): boolean {
-  return registry.has(`${op}/${deviceType}`);
 }
 
 /** Ops registered for a device type (for diagnostics and the conformance suite). */

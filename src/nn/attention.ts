@@ -11,6 +11,7 @@ import type { Tensor } from "../tensor/tensor.js";
 import type { AttentionKVCache } from "./kv_cache.js";
 import { Linear, RMSNorm } from "./layers.js";
 import { Module, type Parameter } from "./module.js";
+import { forwardLinears } from "./quantized.js";
 
 export interface CausalAttentionOptions {
   scale: number;
@@ -123,13 +124,14 @@ export class RotaryAttention extends Module {
   private attend(x: Tensor, cos: Tensor, sin: Tensor, mask: Tensor | null, cache: AttentionKVCache | null): Tensor {
     const [B, L] = x.shape;
     const { numHeads: nq, numKvHeads: nkv, headDim: d } = this.o;
-    let q = this.q_proj.forward(x).view(B, L, nq, d);
-    let k = this.k_proj.forward(x).view(B, L, nkv, d);
+    const [qp, kp, vp] = forwardLinears(x, [this.q_proj, this.k_proj, this.v_proj]);
+    let q = qp.view(B, L, nq, d);
+    let k = kp.view(B, L, nkv, d);
     if (this.q_norm && this.k_norm) {
       q = this.q_norm.forward(q);
       k = this.k_norm.forward(k);
     }
-    const v = this.v_proj.forward(x).view(B, L, nkv, d);
+    const v = vp.view(B, L, nkv, d);
     const { scale = d ** -0.5, softcap, window } = this.o;
     const out = causalAttention(applyRotary(q, cos, sin), applyRotary(k, cos, sin), v, cache, { scale, mask, window, softcap, sinks: this.sinks?.value });
     return this.o_proj.forward(out);

@@ -6,6 +6,7 @@ import { activation, type Activation } from "./activations.js";
 import { Linear } from "./layers.js";
 import { useKernelForwardFromHub } from "./kernel_hub.js";
 import { Module } from "./module.js";
+import { forwardLinears } from "./quantized.js";
 
 /** silu(gate) * up, elementwise (the swappable forward "SiluAndMul"); float32 in and out. */
 export class SiluAndMul extends Module {
@@ -32,7 +33,7 @@ export class GatedMLP extends Module {
   }
   forward(x: Tensor): Tensor {
     return tidy(() => {
-      const gate = this.gate_proj.forward(x), up = this.up_proj.forward(x);
+      const [gate, up] = forwardLinears(x, [this.gate_proj, this.up_proj]);
       return this.down_proj.forward(this.siluAndMul ? this.siluAndMul.forward(gate, up) : mul(this.act(gate), up));
     });
   }

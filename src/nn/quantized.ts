@@ -4,7 +4,7 @@
  * Activations stay float32; the weight is decoded inside the kernel (tensor/ops.ts linearQuantized).
  */
 import type { Device } from "../devices/device.js";
-import { quantizeBlocks } from "../tensor/ops.js";
+import { linearQuantizedGroup, quantizeBlocks } from "../tensor/ops.js";
 import type { Tensor } from "../tensor/tensor.js";
 import { Linear } from "./layers.js";
 import type { Module } from "./module.js";
@@ -60,4 +60,18 @@ export function quantizeLinears(root: Module, format: WeightQuantization, device
     }
   }
   return { quantized, skipped };
+}
+
+const plainLinearForward = Linear.prototype.forward;
+
+/**
+ * `linears.map((l) => l.forward(x))`, for linears that read the same input (attention's q/k/v,
+ * a gated MLP's gate/up). When every one is a plain block-quantized Linear (quantizeLinears; no Hub
+ * weight, forward not replaced) they run as one linearQuantizedGroup: the input quantized once, one
+ * kernel call (a decode step's serial time is mostly per-call overhead).
+ */
+export function forwardLinears(x: Tensor, linears: readonly Linear[]): Tensor[] {
+  const plain = linears.every((l) => l.quantized && !l.hub && l.forward === plainLinearForward);
+  if (!plain) return linears.map((l) => l.forward(x));
+  return linearQuantizedGroup(x, linears.map((l) => ({ ...l.quantized!, bias: l.bias?.value ?? null })));
 }

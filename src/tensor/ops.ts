@@ -603,6 +603,37 @@ export function linearQuantized(x: Tensor, q: Tensor, scales: Tensor, bits: 4 | 
   return out;
 }
 
+/** One block-quantized weight of linearQuantizedGroup (as linearQuantized takes it). */
+export interface QuantizedLinearWeight { q: Tensor; scales: Tensor; bits: 4 | 8; bias: Tensor | null }
+
+/**
+ * linearQuantized(x, w.q, w.scales, w.bits, w.bias) for each of `ws` (1-3 weights with one input
+ * size): [...x.shape[:-1], N_i] float32 each. On a device with a linearQuantizedGroup kernel (cpu),
+ * weights of one bit width run in one call that quantizes x once; elsewhere, one linearQuantized
+ * each. Errors as linearQuantized's.
+ */
+export function linearQuantizedGroup(x: Tensor, ws: readonly QuantizedLinearWeight[]): Tensor[] {
+  const device = x.device, bits = ws[0]?.bits;
+  const grouped = ws.length >= 2 && ws.length <= 3 && ws.every((w) => w.bits === bits) && hasKernel("linearQuantizedGroup", device.type);
+  if (!grouped) return ws.map((w) => linearQuantized(x, w.q, w.scales, w.bits, w.bias));
+  const K = x.shape[x.ndim - 1];
+  for (const w of ws) {
+    checkSameDevice("linear_quantized", x, w.q, w.scales, w.bias);
+    const N = w.q.shape[0];
+    if (K % 32 !== 0 || w.q.dtype !== "int32" || w.scales.dtype !== "float32" || !sameShape(w.q.shape, [N, (K * bits) / 32]) || !sameShape(w.scales.shape, [N, K / 32])) {
+      throw new RangeError(`linear_quantized: input [${x.shape}] does not fit ${bits}-bit weight ${w.q.dtype} [${w.q.shape}] with scales ${w.scales.dtype} [${w.scales.shape}] (expected int32 [N, ${(K * bits) / 32}] and float32 [N, ${K / 32}], K a multiple of 32)`);
+    }
+    if (w.bias && (w.bias.ndim !== 1 || w.bias.shape[0] !== N)) throw new RangeError(`linear_quantized: bias [${w.bias.shape}] does not match ${N} outputs`);
+  }
+  const x2 = f32(x).reshape(numel(x.shape.slice(0, -1)), K).contiguous();
+  const outs = ws.map((w) => empty([...x.shape.slice(0, -1), w.q.shape[0]], "float32", device));
+  if (x2.shape[0] > 0) {
+    getKernel("linearQuantizedGroup", device.type)(x2, ws.map((w) => w.q.contiguous()), ws.map((w) => w.scales.contiguous()),
+      ws.map((w) => (w.bias ? w.bias.contiguous() : null)), bits!, outs);
+  }
+  return outs;
+}
+
 /** Rows of `table` [V, dim] at integer `ids` (any shape) -> float32 [...ids.shape, dim]. */
 export function embedding(ids: Tensor, table: Tensor): Tensor {
   checkSameDevice("embedding", ids, table);

@@ -51,20 +51,19 @@ function quantizeActivations(xs: number[], M: number, K: number): { codes: numbe
 }
 
 /**
- * linearQuantized against the product of int8 activation blocks and the weight codes: per block an
- * exact integer sum times float32(d_w * d_a), summed in float64 (with TSORCH_CPU_INT8=off, the cpu
- * kernels' float path: float32 activations times the dequantized weight).
+ * A random [N, K] weight of `bits` (codes, scales, optional bias) and the product of x's rows with
+ * it as the cpu kernels compute it: per block an exact integer sum of int8 activation codes times
+ * the weight codes, times float32(d_w * d_a), summed in float64 (with TSORCH_CPU_INT8=off, the
+ * kernels' float path: float32 activations times the dequantized weight). values/mag [M, N].
  */
-/** `lead`: the input's leading dims (default [M]); the output keeps them ([...lead, N]). */
-function linearQuantizedCase(name: string, bits: 4 | 8, M: number, N: number, K: number, rng: Rng, biasDtype: "float32" | "bfloat16" | null, lead = [M]): Case {
+function quantizedProduct(bits: 4 | 8, x: number[], M: number, N: number, K: number, rng: Rng, biasDtype: "float32" | "bfloat16" | null) {
   const { bytes, codes } = randomCodes(bits, N, K, rng);
   const scales = Array.from({ length: (N * K) / 32 }, () => rng.uniform(0.001, 0.05));
-  const x = rng.tensor([...lead, K]);
   const bias = biasDtype ? rng.tensor([N], -1, 1, biasDtype) : null;
   const bs = bias ? (bias.values as number[]) : null;
   // TSORCH_CPU_INT8=off: the float path (activations kept float32): codes are the values, d = 1.
   const floatPath = (globalThis as { process?: { env: Record<string, string | undefined> } }).process?.env.TSORCH_CPU_INT8 === "off";
-  const act = floatPath ? { codes: x.values as number[], d: new Array<number>((M * K) / 32).fill(1) } : quantizeActivations(x.values as number[], M, K);
+  const act = floatPath ? { codes: x, d: new Array<number>((M * K) / 32).fill(1) } : quantizeActivations(x, M, K);
   const values: number[] = [], mag: number[] = [];
   for (let m = 0; m < M; m++) for (let n = 0; n < N; n++) {
     let s = bs ? bs[n] : 0, g = Math.abs(s);
@@ -82,12 +81,36 @@ function linearQuantizedCase(name: string, bits: 4 | 8, M: number, N: number, K:
     values.push(s);
     mag.push(g);
   }
-  const inputs = [input(x), input(host("int32", [N, (K * bits) / 32], words(bytes))), input(host("float32", [N, K / 32], scales))];
-  if (bias) inputs.push(input(bias));
+  const q = input(host("int32", [N, (K * bits) / 32], words(bytes))), s = input(host("float32", [N, K / 32], scales));
+  return { q, s, bias: bias ? input(bias) : null, values, mag };
+}
+
+/** linearQuantized against quantizedProduct. `lead`: the input's leading dims (default [M]); the output keeps them ([...lead, N]). */
+function linearQuantizedCase(name: string, bits: 4 | 8, M: number, N: number, K: number, rng: Rng, biasDtype: "float32" | "bfloat16" | null, lead = [M]): Case {
+  const x = rng.tensor([...lead, K]);
+  const r = quantizedProduct(bits, x.values as number[], M, N, K, rng, biasDtype);
+  const inputs = [input(x), r.q, r.s];
+  if (r.bias) inputs.push(r.bias);
   return {
     op: "linearQuantized", name, kernel: "linearQuantized", inputs,
     run: ([a, q, s, b]: Tensor[]) => T.linearQuantized(a, q, s, bits, b ?? null),
-    expect: [floats("float32", [...lead, N], values, mag)],
+    expect: [floats("float32", [...lead, N], r.values, r.mag)],
+    tol: ulps(4 + Math.ceil(Math.sqrt(K))),
+  };
+}
+
+/** linearQuantizedGroup of one input with weights of `Ns` outputs (a bias on the second) against quantizedProduct. */
+function linearQuantizedGroupCase(name: string, bits: 4 | 8, M: number, Ns: number[], K: number, rng: Rng): Case {
+  const x = rng.tensor([M, K]);
+  const rs = Ns.map((N, i) => quantizedProduct(bits, x.values as number[], M, N, K, rng, i === 1 ? "float32" : null));
+  return {
+    op: "linearQuantizedGroup", name, kernel: "linearQuantizedGroup",
+    inputs: [input(x), ...rs.flatMap((r) => (r.bias ? [r.q, r.s, r.bias] : [r.q, r.s]))],
+    run: ([a, ...ws]: Tensor[]) => {
+      let i = 0;
+      return T.linearQuantizedGroup(a, rs.map((r) => ({ q: ws[i++], scales: ws[i++], bits, bias: r.bias ? ws[i++] : null })));
+    },
+    expect: rs.map((r, i) => floats("float32", [M, Ns[i]], r.values, r.mag)),
     tol: ulps(4 + Math.ceil(Math.sqrt(K))),
   };
 }
@@ -131,5 +154,17 @@ export function blockQuantCases(): Case[] {
     linearQuantizedCase("int4, 1 row, K=224, 77 outputs", 4, 1, 77, 224, rng, null),
     // 4 rows and more take the GEMM over repacked 16-row panels where the host has one (avx512-vnni).
     linearQuantizedCase("int4, 13 rows, K=96 (odd block count), 45 outputs, bfloat16 bias", 4, 13, 45, 96, rng, "bfloat16"),
+    // avx512-vnni decodes int4 four blocks (one 64-byte line) at a time, 4 rows of W per tile (3
+    // with 3 activation rows): full lines plus a 1-3 block tail, row remainders, 2 and 3 rows.
+    linearQuantizedCase("int4, 1 row, K=1024 (whole lines), 9 outputs, float32 bias", 4, 1, 9, 1024, rng, "float32"),
+    linearQuantizedCase("int4, 1 row, K=288 (2 lines + 1 block), 6 outputs", 4, 1, 6, 288, rng, null),
+    linearQuantizedCase("int4, 2 rows, K=160 (1 line + 1 block), 7 outputs", 4, 2, 7, 160, rng, null),
+    linearQuantizedCase("int4, 3 rows, K=448 (3 lines + 2 blocks), 8 outputs, float32 bias", 4, 3, 8, 448, rng, "float32"),
+    linearQuantizedCase("int4, 1 row, K=32 (1 block), 5 outputs", 4, 1, 5, 32, rng, null),
+    // One call for the linears that share an input (decode's q/k/v, gate/up): uneven row counts, a bias.
+    linearQuantizedGroupCase("int4 group of 3, 1 row, K=288, 50/7/25 outputs", 4, 1, [50, 7, 25], 288, rng),
+    linearQuantizedGroupCase("int8 group of 2, 1 row, K=160, 30/49 outputs", 8, 1, [30, 49], 160, rng),
+    linearQuantizedGroupCase("int4 group of 2, 3 rows, K=96", 4, 3, [9, 26], 96, rng),
+    linearQuantizedGroupCase("int8 group of 3, 6 rows (GEMM sizes), K=64", 8, 6, [5, 17, 3], 64, rng),
   ];
 }

@@ -240,6 +240,11 @@ function sdpaCases(rng: Rng): Case[] {
     sdpaCase("bfloat16 keys/values (KV cache), causal decode over 70 keys", { ...base, Hq: 4, Lq: 1, Lk: 70, causal: true, kvDtype: "bfloat16" }, rng),
     sdpaCase("float16 keys/values, strided, prefill", { ...base, Lq: 5, Lk: 5, causal: true, view: "strided", kvDtype: "float16" }, rng),
     sdpaCase("bfloat16 keys/values in the model layout, sliding window", { ...base, Lq: 6, Lk: 6, causal: true, window: 2, transposed: true, kvDtype: "bfloat16" }, rng),
+    // Decode-sized products (<= 4 query rows per kv head) take the cpu's direct P.V kernel: value
+    // sizes past one 64-wide chunk and not a multiple of 16, every cache dtype.
+    sdpaCase("decode, value size 80, float16 keys/values, grouped heads 4/2", { ...base, Hq: 4, Lq: 1, Lk: 37, causal: true, D: 16, Dv: 80, kvDtype: "float16" }, rng),
+    sdpaCase("decode, head size 128, bfloat16 keys/values in the model layout, grouped heads 6/2", { ...base, Hq: 6, Lq: 1, Lk: 21, causal: true, D: 128, Dv: 128, transposed: true, kvDtype: "bfloat16" }, rng),
+    sdpaCase("2 queries, value size 24, grouped heads 4/2 (4 rows per kv head)", { ...base, Hq: 4, Lq: 2, Lk: 11, causal: true, Dv: 24 }, rng),
   ];
 }
 

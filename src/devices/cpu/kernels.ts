@@ -83,6 +83,11 @@ export function cpuKernels(): Partial<KernelSignatures> {
       native().quantizeBlocks(buf(w), code(w), bits, buf(q), buf(scales), w.shape[0], w.shape[1]),
     linearQuantized: (x, q, scales, bits, bias, out) =>
       native().linearQuantized(buf(x), buf(q), buf(scales), bits, bias ? buf(bias) : null, bias ? code(bias) : 0, buf(out), x.shape[0], q.shape[0], x.shape[1]),
+    linearQuantizedGroup: (x, qs, scales, biases, bits, outs) =>
+      native().linearQuantizedGroup(buf(x), bits, x.shape[0], x.shape[1], ...qs.flatMap((q, i) => {
+        const b = biases[i];
+        return [buf(q), buf(scales[i]), b ? buf(b) : null, b ? code(b) : 0, buf(outs[i]), q.shape[0]];
+      }), ...(qs.length < 3 ? [null, null, null, 0, null, 0] : [])),
     linearPackedInt: (x, qweight, qzeros, scales, gIdx, bits, awq, zeroOffset, bias, out) =>
       native().linearPackedInt(buf(x), buf(qweight), buf(qzeros), buf(scales), buf(gIdx), bits, awq ? 1 : 0, zeroOffset,
         bias ? buf(bias) : null, bias ? code(bias) : 0, buf(out), x.shape[0], scales.shape[1], x.shape[1], scales.shape[0]),

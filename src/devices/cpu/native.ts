@@ -291,6 +291,11 @@ export interface NativeCpu {
   linearQuantized(x: Buf, q: Buf, scales: Buf, bits: number, bias: Buf | null, biasDtype: number, out: Buf,
                   M: number, N: number, K: number): void;
 
+  /** linearQuantized of one x [M, K] with 2 or 3 weights, each given as the 6 arguments q, scales,
+   * bias, biasDtype, out, N (22 arguments; for 2 weights the third's q null): x is quantized once
+   * and all their rows run in one pool job. */
+  linearQuantizedGroup(x: Buf, bits: number, M: number, K: number, ...weights: (Buf | number | null)[]): void;
+
   /** out [M, N] float32 = x @ W^T (+ bias), W a GPTQ (awq 0) / AWQ (awq 1) packed weight with G
    * groups (KernelSignatures.linearPackedInt). A g_idx entry outside [0, G) throws RangeError. */
   linearPackedInt(x: Buf, qweight: Buf, qzeros: Buf, scales: Buf, gIdx: Buf, bits: number, awq: number, zeroOffset: number,

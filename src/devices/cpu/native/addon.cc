@@ -738,6 +738,45 @@ napi_value QuantizeBlocks(napi_env env, napi_callback_info info) {
   return undefined(env);
 }
 
+// linearQuantizedGroup(x, bits, M, K, then per weight (2 or 3 of them; a third q of null: none)
+// q, scales, bias, biasDtype, out, N): linearQuantized of one x with each weight, x quantized once
+// and all the weights' rows in one pool job (decode's q/k/v and gate/up projections).
+napi_value LinearQuantizedGroup(napi_env env, napi_callback_info info) {
+  Args args(env, info, "linearQuantizedGroup", 22);
+  const Buffer x = args.buffer(0, "x");
+  const int64_t bits = args.integer(1, "bits"), M = args.integer(2, "M"), K = args.integer(3, "K");
+  if (args.failed()) return nullptr;
+  args.check(bits == 8 || bits == 4, false, "bits must be 8 or 4, got %lld", static_cast<long long>(bits));
+  args.check(K % 32 == 0, false, "K = %lld is not a multiple of 32", static_cast<long long>(K));
+  args.fits(x, kF32, {M, K});
+  QuantLinearPart parts[3];
+  int nw = 0;
+  for (int w = 0; w < 3 && !args.failed(); ++w) {
+    const size_t a = 4 + 6 * w;
+    const Buffer q = args.buffer(a, "q", w == 2);
+    if (!q.data) break;
+    const Buffer scales = args.buffer(a + 1, "scales"), bias = args.buffer(a + 2, "bias", true);
+    const int bdt = args.dtype(a + 3, "biasDtype");
+    const Buffer out = args.buffer(a + 4, "out");
+    const int64_t N = args.integer(a + 5, "N");
+    if (args.failed()) return nullptr;
+    if (bias.data) {
+      float_dtype(args, bdt, "biasDtype");
+      args.fits(bias, bdt, {N});
+    }
+    args.check(q.bytes >= static_cast<size_t>(N * quant_row_bytes(static_cast<int>(bits), K)), false,
+               "argument 'q' of weight %d holds %zu bytes, too few for [%lld, %lld] at %lld bits", w, q.bytes,
+               static_cast<long long>(N), static_cast<long long>(K), static_cast<long long>(bits));
+    args.fits(scales, kF32, {N, K / 32});
+    args.fits(out, kF32, {M, N});
+    parts[nw++] = QuantLinearPart{static_cast<const uint8_t*>(q.data), static_cast<const float*>(scales.data),
+                                  bias.data, bdt, static_cast<float*>(out.data), N};
+  }
+  if (args.failed()) return nullptr;
+  linear_quantized_group(static_cast<const float*>(x.data), static_cast<int>(bits), M, K, parts, nw);
+  return undefined(env);
+}
+
 // linearQuantized(x, q, scales, bits, bias, biasDtype, out, M, N, K): out = x @ W^T + bias, W
 // block-quantized (quant_kernels.h).
 napi_value LinearQuantized(napi_env env, napi_callback_info info) {
@@ -921,6 +960,7 @@ NAPI_MODULE_INIT() {
       {"dequantMxfp4", nullptr, DequantMxfp4, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
       {"quantizeBlocks", nullptr, QuantizeBlocks, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
       {"linearQuantized", nullptr, LinearQuantized, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
+      {"linearQuantizedGroup", nullptr, LinearQuantizedGroup, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
       {"linearPackedInt", nullptr, LinearPackedInt, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
       {"linearFp8Block", nullptr, LinearFp8Block, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
       {"sort", nullptr, Sort, nullptr, nullptr, nullptr, napi_enumerable, nullptr},

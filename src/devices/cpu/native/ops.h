@@ -139,6 +139,20 @@ void quantize_blocks(const void* w, int w_dtype, int bits, uint8_t* q, float* sc
 void linear_quantized(const float* x, const uint8_t* q, const float* scales, int bits,
                       const void* bias, int bias_dtype, float* out, int64_t M, int64_t N,
                       int64_t K);
+// One weight of linear_quantized_group: W [N, K] (q, scales as above), bias [N] of bias_dtype or
+// null, out [M, N] float32.
+struct QuantLinearPart {
+  const uint8_t* q;
+  const float* scales;
+  const void* bias;
+  int bias_dtype;
+  float* out;
+  int64_t N;
+};
+// linear_quantized of the same x [M, K] with each of ws[0..nw) (same bits): at decode sizes x is
+// quantized to int8 once and every weight's rows run in one pool job.
+void linear_quantized_group(const float* x, int bits, int64_t M, int64_t K, const QuantLinearPart* ws,
+                            int nw);
 
 // quant_hub.cc: linear with Hub pre-quantized weights (all contiguous; bias of bias_dtype or null).
 // GPTQ (awq false): qweight int32 [K / (32 / bits), N] packed along K; AWQ (awq true, bits 4):

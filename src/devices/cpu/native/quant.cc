@@ -132,4 +132,44 @@ void linear_quantized(const float* x, const uint8_t* q, const float* scales, int
   });
 }
 
+void linear_quantized_group(const float* x, int bits, int64_t M, int64_t K, const QuantLinearPart* ws,
+                            int nw) {
+  const IntQuantKernels* ik = int_quant_kernels();
+  if (!ik || (ik->gemm_rows && M >= kGemmMinM)) {
+    for (int w = 0; w < nw; ++w)
+      linear_quantized(x, ws[w].q, ws[w].scales, bits, ws[w].bias, ws[w].bias_dtype, ws[w].out, M, ws[w].N, K);
+    return;
+  }
+  std::vector<std::vector<float>> bias_f32(nw);
+  std::vector<const float*> b(nw, nullptr);
+  std::vector<int64_t> chunks(nw + 1, 0);  // chunks[w]: the first 24-row chunk of weight w, in one numbering
+  int64_t rows = 0;
+  for (int w = 0; w < nw; ++w) {
+    if (ws[w].bias) {
+      bias_f32[w].resize(ws[w].N);
+      for (int64_t n = 0; n < ws[w].N; ++n) bias_f32[w][n] = load_float(ws[w].bias, ws[w].bias_dtype, n);
+      b[w] = bias_f32[w].data();
+    }
+    chunks[w + 1] = chunks[w] + (ws[w].N + 23) / 24;
+    rows += ws[w].N;
+  }
+  const int64_t arb = ik->act_row_bytes(K);
+  uint8_t* act = reinterpret_cast<uint8_t*>(thread_scratch(2, static_cast<size_t>((M * arb + 3) / 4)));
+  for (int64_t m = 0; m < M; ++m) ik->quantize_act(bits, x, K, m, m + 1, K, act);
+  // As linear_quantized's decode split (as many tasks per weight, so that as fine-grained: a
+  // descheduled thread holds up no more), over the chunks of all the weights together.
+  const int64_t total = chunks[nw];
+  ThreadPool& pool = ThreadPool::get();
+  const int64_t tasks = std::min(total, split_count(2.0 * M * rows * K, 4 * pool.size() * nw));
+  pool.parallel_for(tasks, [&](int64_t t) {
+    const int64_t c0 = total * t / tasks, c1 = total * (t + 1) / tasks;
+    for (int w = 0; w < nw; ++w) {
+      const int64_t lo = std::max(c0, chunks[w]), hi = std::min(c1, chunks[w + 1]);
+      if (lo >= hi) continue;
+      const int64_t N = ws[w].N, n0 = std::min(N, (lo - chunks[w]) * 24), n1 = std::min(N, (hi - chunks[w]) * 24);
+      ik->dot_rows(bits, act, M, K, ws[w].q, ws[w].scales, b[w], ws[w].out, N, n0, n1);
+    }
+  });
+}
+
 }  // namespace tsorch

@@ -1,17 +1,48 @@
 // Integer-path quantized kernels (quant_int_impl.h) with AVX512-VNNI's vpdpbusd on zmm registers,
-// and the GEMM over repacked panels for several activation rows (quant_gemm_vnni.h).
+// q4_0 weights four blocks per step for decode (quant_q4_vnni512.h), and the GEMM over repacked
+// panels for several activation rows (quant_gemm_vnni.h).
 // Compiled with -mavx512f -mavx512bw -mavx512vl -mavx512vnni -mfma (binding.gyp target
 // tsorch_quant_avx512vnni).
 #include "quant_int_traits.h"
 #include "quant_int_impl.h"
 #include "quant_gemm_vnni.h"
+#include "quant_q4_vnni512.h"
 
 namespace tsorch {
+
+namespace {
+
+// The activation row holds either layout (q8_0: quant_int_impl.h's, q4_0: quant_q4_vnni512.h's).
+int64_t act_row_bytes_512(int64_t K) {
+  const int64_t a = act_row_bytes<IntTraits>(K), b = q4_row_bytes(K);
+  return a > b ? a : b;
+}
+
+void quantize_act_512(int bits, const float* A, int64_t lda, int64_t m0, int64_t m1, int64_t K, uint8_t* act) {
+  const int64_t stride = act_row_bytes_512(K);
+  if (bits == 4) return q4_quantize_act(A, lda, m0, m1, K, act, stride);
+  for (int64_t m = m0; m < m1; ++m) quantize_act<IntTraits>(bits, A + m * lda, lda, 0, 1, K, act + m * stride);
+}
+
+void dot_rows_512(int bits, const uint8_t* act, int64_t M, int64_t K, const uint8_t* q, const float* scales,
+                  const float* bias, float* C, int64_t ldc, int64_t n0, int64_t n1) {
+  const int64_t stride = act_row_bytes_512(K);
+  if (bits == 4) return q4_dot_rows(act, stride, M, K, q, scales, bias, C, ldc, n0, n1);
+  // q8_0: quant_int_impl.h's rows, all M at once where its row stride is this table's.
+  if (stride == act_row_bytes<IntTraits>(K)) return idot_rows<IntTraits>(bits, act, M, K, q, scales, bias, C, ldc, n0, n1);
+  for (int64_t m = 0; m < M; ++m)
+    idot_rows<IntTraits>(bits, act + m * stride, 1, K, q, scales, bias, C + m * ldc, ldc, n0, n1);
+}
+
+}  // namespace
 
 // The avx512-vnni integer-path table (quant_kernels.h).
 const IntQuantKernels& int_quant_kernels_avx512vnni() {
   static const IntQuantKernels kernels = [] {
     IntQuantKernels k = make_int_kernels<IntTraits>();
+    k.act_row_bytes = act_row_bytes_512;
+    k.quantize_act = quantize_act_512;
+    k.dot_rows = dot_rows_512;
     k.gemm_act_row_bytes = gemm_act_row_bytes;
     k.gemm_quantize_act = gemm_quantize_act;
     k.gemm_panel_bytes = gemm_panel_bytes;

@@ -32,8 +32,7 @@ inline int64_t act_row_bytes_of(int64_t Kp) { return 3 * Kp; }
 // Quantize one block of 32 floats to int8 codes (ties to even, as the vector conversions round).
 template <class IV>
 void quantize_act_block(const float* x, int8_t* q, float* d) {
-  float amax = 0.f;
-  for (int i = 0; i < 32; ++i) amax = fmaxf(amax, fabsf(x[i]));
+  const float amax = IV::absmax32(x);
   *d = amax / 127.f;
   const float id = amax != 0.f ? 127.f / amax : 0.f;
   IV::round_codes(x, id, q);

@@ -4,6 +4,7 @@
 //   B                bytes (int8 elements) per vector; vb / vi / vf: byte, int32 and float vectors
 //   segment(bits,s)  source offset (within B natural elements) of the vector's 16-byte segment s
 //   round_codes      32 floats * id -> int8, rounded to nearest (ties to even)
+//   absmax32         max |x| over 32 floats (NaN ignored, as fmaxf)
 //   corr             the int32 start value of each lane (minus the weight offset times the lane's
 //                    activation sum) for a row of Kp codes
 //   wload / wload_tail, wscale / wscale_tail   one vector of weights (all B / 32 blocks, or only
@@ -37,6 +38,11 @@ struct IntAvx512Vnni {
       const __m512i i = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(x + 16 * h), s));
       _mm_storeu_si128(reinterpret_cast<__m128i*>(q + 16 * h), _mm512_cvtsepi32_epi8(i));
     }
+  }
+  static float absmax32(const float* x) {
+    // max(|x|, m) keeps m where x is NaN (vmaxps returns its second operand then).
+    const __m512 m = _mm512_max_ps(_mm512_abs_ps(_mm512_loadu_ps(x + 16)), _mm512_setzero_ps());
+    return _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(_mm512_loadu_ps(x)), m));
   }
   static void corr(int bits, const int8_t* codes, int32_t* out, int64_t Kp) {
     const __m512i off = _mm512_set1_epi8(static_cast<char>(bits == 8 ? 128 : 8));
@@ -94,6 +100,15 @@ struct IntYmmBase {
     for (int h = 0; h < 4; ++h) i[h] = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + 8 * h), s));
     const __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(i[0], i[1]), _mm256_packs_epi32(i[2], i[3]));
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(q), _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
+  }
+  static float absmax32(const float* x) {
+    // max(|x|, m) keeps m where x is NaN (vmaxps returns its second operand then).
+    const __m256 sign = _mm256_set1_ps(-0.f);
+    __m256 m = _mm256_setzero_ps();
+    for (int h = 0; h < 4; ++h) m = _mm256_max_ps(_mm256_andnot_ps(sign, _mm256_loadu_ps(x + 8 * h)), m);
+    __m128 r = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+    r = _mm_max_ps(r, _mm_movehl_ps(r, r));
+    return _mm_cvtss_f32(_mm_max_ss(r, _mm_movehdup_ps(r)));
   }
   // q4: low nibbles (elements 0..15) then high nibbles (16..31), each still offset by 8.
   static __m256i nibbles(const uint8_t* p) {
@@ -167,6 +182,11 @@ struct IntPortable {
   static int segment(int, int s) { return s * 16; }
   static void round_codes(const float* x, float id, int8_t* q) {
     for (int i = 0; i < 32; ++i) q[i] = static_cast<int8_t>(std::nearbyint(x[i] * id));
+  }
+  static float absmax32(const float* x) {
+    float m = 0.f;
+    for (int i = 0; i < 32; ++i) m = std::fmax(m, std::fabs(x[i]));
+    return m;
   }
   static void corr(int, const int8_t*, int32_t* out, int64_t Kp) { std::memset(out, 0, Kp); }
   static vb wload(int bits, const uint8_t* p) {

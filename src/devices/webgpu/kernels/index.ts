@@ -1,4 +1,8 @@
-/** The webgpu kernel table: every op of devices/kernels.ts but quantizeBlocks (weights are quantized on cpu). */
+/**
+ * The webgpu kernel table: every op of devices/kernels.ts but quantizeBlocks (weights are quantized
+ * on cpu) and linearQuantizedGroup (a cpu decode fusion: tensor/ops runs linearQuantized per weight
+ * where a device has none).
+ */
 import type { KernelSignatures } from "../../kernels.js";
 import { attentionKernels } from "./attention.js";
 import { elementwiseKernels } from "./elementwise.js";
@@ -18,7 +22,7 @@ import { rotaryKVWriteKernels } from "./rotary_kv_write.js";
 import { sortKernels } from "./sort.js";
 import { spatialKernels } from "./spatial.js";
 
-export const webgpuKernels: Omit<KernelSignatures, "quantizeBlocks" | "moeExperts"> = {
+export const webgpuKernels: Omit<KernelSignatures, "quantizeBlocks" | "moeExperts" | "linearQuantizedGroup"> = {
   ...elementwiseKernels,
   ...reduceKernels,
   ...matmulKernels,

@@ -1,0 +1,158 @@
+// The q4_0 x int8 dot products for 1-3 activation rows (decode) with AVX512-VNNI, four blocks of W
+// (128 values, one 64-byte line of nibbles) per step instead of two:
+//   lo = line & 0x0F  -> elements 0..15 of blocks 0, 1, 2, 3 (16 bytes each)
+//   hi = line >> 4    -> elements 16..31 of the same blocks
+// so that in both vectors the 4 int32 lanes of 16-byte segment s belong to block s. Both go through
+// vpdpbusd into ONE int32 accumulator (started at the activations' offset correction), which then
+// takes one conversion and one FMA with the lanes' d_w * d_a: 3 unpack + 2 vpdpbusd + 1 cvt +
+// 1 permute + 1 mul + 1 FMA per 128 weights and row, where the 64-value step of quant_int_impl.h
+// spends 14 (two 32-byte broadcasts and shifts, two scale spreads, two conversions, ...). The same
+// bit-exact sums as llama.cpp's ggml_vec_dot_q4_0_q8_0 (int32 per block, then float scales).
+//
+// Activation row layout (q4_row_bytes(K) bytes or more, Kp = K rounded up to 128): per chunk c of 128 values,
+// int8 codes [128] at c * 128 (block b's elements 0..15 at 16 b, its 16..31 at 64 + 16 b, zero
+// where the row has no block b), then after all codes int32 corr [16] per chunk (-8 times the sum
+// of the lane's 8 codes: the nibbles carry the weight offset 8) and float d_a [16] per chunk (lane
+// l holds block l / 4's scale).
+//
+// Internal linkage (see gemm_impl.h). Requires IntAvx512Vnni (quant_int_traits.h) for round_codes.
+#pragma once
+
+#include <immintrin.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+
+#include "quant_kernels.h"
+
+namespace tsorch {
+namespace {
+
+inline int64_t q4_kp(int64_t K) { return (K + 127) / 128 * 128; }
+inline int64_t q4_row_bytes(int64_t K) { return 2 * q4_kp(K); }
+
+// Rows m0 <= m < m1 of A [., K] (row stride lda) -> the layout above, row m at m * stride
+// (stride >= q4_row_bytes(K)).
+inline void q4_quantize_act(const float* A, int64_t lda, int64_t m0, int64_t m1, int64_t K, uint8_t* act,
+                            int64_t stride) {
+  const int64_t Kp = q4_kp(K), nb = K / 32;
+  for (int64_t m = m0; m < m1; ++m) {
+    uint8_t* row = act + m * stride;
+    int8_t* codes = reinterpret_cast<int8_t*>(row);
+    int32_t* corr = reinterpret_cast<int32_t*>(row + Kp);
+    float* dl = reinterpret_cast<float*>(row + Kp + Kp / 2);
+    for (int64_t c = 0; c < Kp / 128; ++c) {
+      int8_t* lo = codes + c * 128;
+      float d[4];
+      for (int b = 0; b < 4; ++b) {
+        int8_t nat[32] = {};
+        d[b] = 0.f;
+        if (c * 4 + b < nb) quantize_act_block<IntAvx512Vnni>(A + m * lda + (c * 4 + b) * 32, nat, d + b);
+        std::memcpy(lo + 16 * b, nat, 16);
+        std::memcpy(lo + 64 + 16 * b, nat + 16, 16);
+      }
+      const __m512i eight = _mm512_set1_epi8(8);
+      __m512i s = _mm512_dpbusd_epi32(_mm512_setzero_si512(), eight, _mm512_loadu_si512(lo));
+      s = _mm512_dpbusd_epi32(s, eight, _mm512_loadu_si512(lo + 64));
+      _mm512_storeu_si512(corr + c * 16, _mm512_sub_epi32(_mm512_setzero_si512(), s));
+      for (int l = 0; l < 16; ++l) dl[c * 16 + l] = d[l / 4];
+    }
+  }
+}
+
+// One 128-value step of MM activation rows against R rows of W (TAIL: only the row's last 1-3
+// blocks, `tail` of them, are read, with masked loads).
+template <int MM, int R, bool TAIL>
+inline __attribute__((always_inline)) void q4_step(const uint8_t* act, int64_t stride, int64_t Kp,
+                                                   const uint8_t* const* qr, const float* const* sr,
+                                                   int64_t c, int tail, __m512 (&acc)[MM][R]) {
+  const __m512i nib = _mm512_set1_epi8(0x0F);
+  const __m512i spread = _mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0);
+  __m512i lo[R], hi[R];
+  __m512 ws[R];
+  _Pragma("GCC unroll 16")
+  for (int r = 0; r < R; ++r) {
+    const __m512i line = TAIL ? _mm512_maskz_loadu_epi8((1ull << (16 * tail)) - 1, qr[r] + c * 64)
+                              : _mm512_loadu_si512(qr[r] + c * 64);
+    lo[r] = _mm512_and_si512(line, nib);
+    hi[r] = _mm512_and_si512(_mm512_srli_epi16(line, 4), nib);
+    const __m128 s4 = TAIL ? _mm_maskz_loadu_ps(static_cast<__mmask8>((1u << tail) - 1), sr[r] + c * 4)
+                           : _mm_loadu_ps(sr[r] + c * 4);
+    ws[r] = _mm512_permutexvar_ps(spread, _mm512_castps128_ps512(s4));
+  }
+  _Pragma("GCC unroll 4")
+  for (int m = 0; m < MM; ++m) {
+    const uint8_t* a = act + m * stride;
+    const __m512i alo = _mm512_loadu_si512(a + c * 128), ahi = _mm512_loadu_si512(a + c * 128 + 64);
+    const __m512i corr = _mm512_loadu_si512(a + Kp + c * 64);
+    const __m512 da = _mm512_loadu_ps(reinterpret_cast<const float*>(a + Kp + Kp / 2) + c * 16);
+    _Pragma("GCC unroll 16")
+    for (int r = 0; r < R; ++r) {
+      const __m512i s = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(corr, lo[r], alo), hi[r], ahi);
+      acc[m][r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(ws[r], da), acc[m][r]);
+    }
+  }
+}
+
+// Rows [n, n + R) of W against MM activation rows: C[m * ldc + n + r].
+template <int MM, int R>
+inline void q4_tile(const uint8_t* act, int64_t stride, int64_t K, const uint8_t* q, const float* scales,
+                    const float* bias, float* C, int64_t ldc, int64_t n, bool prefetch) {
+  const int64_t nb = K / 32, row = K / 2, Kp = q4_kp(K), full = nb / 4;
+  const int tail = static_cast<int>(nb % 4);
+  const uint8_t* qr[R];
+  const float* sr[R];
+  _Pragma("GCC unroll 16")
+  for (int r = 0; r < R; ++r) {
+    qr[r] = q + (n + r) * row;
+    sr[r] = scales + (n + r) * nb;
+  }
+  __m512 acc[MM][R];
+  _Pragma("GCC unroll 4")
+  for (int m = 0; m < MM; ++m)
+    _Pragma("GCC unroll 16")
+    for (int r = 0; r < R; ++r) acc[m][r] = _mm512_setzero_ps();
+  // The R row streams are fetched one tile ahead in software (one prefetch per 64-byte line; the
+  // address may lie past the end of W, which a prefetch tolerates): the hardware prefetcher does
+  // not follow R interleaved streams far enough.
+  const int64_t ahead = R * row;
+  for (int64_t c = 0; c < full; ++c) {
+    if (prefetch)
+      _Pragma("GCC unroll 16")
+      for (int r = 0; r < R; ++r) __builtin_prefetch(qr[r] + c * 64 + ahead);
+    q4_step<MM, R, false>(act, stride, Kp, qr, sr, c, 0, acc);
+  }
+  if (tail) q4_step<MM, R, true>(act, stride, Kp, qr, sr, full, tail, acc);
+  _Pragma("GCC unroll 4")
+  for (int m = 0; m < MM; ++m)
+    _Pragma("GCC unroll 16")
+    for (int r = 0; r < R; ++r) C[m * ldc + n + r] = _mm512_reduce_add_ps(acc[m][r]) + (bias ? bias[n + r] : 0.f);
+}
+
+template <int MM, int R>
+void q4_rows_m(const uint8_t* act, int64_t stride, int64_t K, const uint8_t* q, const float* scales,
+               const float* bias, float* C, int64_t ldc, int64_t n0, int64_t n1) {
+  int64_t n = n0;
+  for (; n + R <= n1; n += R) q4_tile<MM, R>(act, stride, K, q, scales, bias, C, ldc, n, true);
+  for (; n < n1; ++n) q4_tile<MM, 1>(act, stride, K, q, scales, bias, C, ldc, n, false);
+}
+
+// Activation rows [0, M) (row m at m * stride; decode sizes, the GEMM of quant_gemm_vnni.h takes
+// more) against rows [n0, n1) of the q4_0 weight: C[m * ldc + n] = sum_k a(m, k) * W(n, k) (+ bias[n]).
+inline void q4_dot_rows(const uint8_t* act, int64_t stride, int64_t M, int64_t K, const uint8_t* q,
+                        const float* scales, const float* bias, float* C, int64_t ldc, int64_t n0,
+                        int64_t n1) {
+  for (int64_t m = 0; m < M; m += 3) {
+    const uint8_t* a = act + m * stride;
+    float* c = C + m * ldc;
+    switch (M - m) {
+      case 1: q4_rows_m<1, 4>(a, stride, K, q, scales, bias, c, ldc, n0, n1); break;
+      case 2: q4_rows_m<2, 4>(a, stride, K, q, scales, bias, c, ldc, n0, n1); break;
+      default: q4_rows_m<3, 3>(a, stride, K, q, scales, bias, c, ldc, n0, n1); break;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace tsorch
