@@ -240,6 +240,9 @@ function sdpaCases(rng: Rng): Case[] {
     sdpaCase("bfloat16 keys/values (KV cache), causal decode over 70 keys", { ...base, Hq: 4, Lq: 1, Lk: 70, causal: true, kvDtype: "bfloat16" }, rng),
     sdpaCase("float16 keys/values, strided, prefill", { ...base, Lq: 5, Lk: 5, causal: true, view: "strided", kvDtype: "float16" }, rng),
     sdpaCase("bfloat16 keys/values in the model layout, sliding window", { ...base, Lq: 6, Lk: 6, causal: true, window: 2, transposed: true, kvDtype: "bfloat16" }, rng),
+    // Value rows of 64 + 16 + 8 (the vector column blocks, then scalar ones) read as stored.
+    sdpaCase("bfloat16 keys/values, value size 88, grouped decode over 40 keys, model layout", { ...base, Hq: 4, Lq: 1, Lk: 40, D: 64, Dv: 88, causal: true, transposed: true, kvDtype: "bfloat16" }, rng),
+    sdpaCase("float16 keys/values, value size 88, 2 queries over 40 keys", { ...base, Lq: 2, Lk: 40, D: 64, Dv: 88, causal: true, kvDtype: "float16" }, rng),
   ];
 }
 
