@@ -245,6 +245,9 @@ function sdpaCases(rng: Rng): Case[] {
     sdpaCase("decode, value size 80, float16 keys/values, grouped heads 4/2", { ...base, Hq: 4, Lq: 1, Lk: 37, causal: true, D: 16, Dv: 80, kvDtype: "float16" }, rng),
     sdpaCase("decode, head size 128, bfloat16 keys/values in the model layout, grouped heads 6/2", { ...base, Hq: 6, Lq: 1, Lk: 21, causal: true, D: 128, Dv: 128, transposed: true, kvDtype: "bfloat16" }, rng),
     sdpaCase("2 queries, value size 24, grouped heads 4/2 (4 rows per kv head)", { ...base, Hq: 4, Lq: 2, Lk: 11, causal: true, Dv: 24 }, rng),
+    // Value rows of 64 + 16 + 8 (the vector column blocks, then scalar ones) read as stored.
+    sdpaCase("bfloat16 keys/values, value size 88, grouped decode over 40 keys, model layout", { ...base, Hq: 4, Lq: 1, Lk: 40, D: 64, Dv: 88, causal: true, transposed: true, kvDtype: "bfloat16" }, rng),
+    sdpaCase("float16 keys/values, value size 88, 2 queries over 40 keys", { ...base, Lq: 2, Lk: 40, D: 64, Dv: 88, causal: true, kvDtype: "float16" }, rng),
   ];
 }
 

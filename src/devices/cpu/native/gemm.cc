@@ -35,7 +35,7 @@ constexpr int64_t kBf16MinM = 2;
 
 // Whether gemm_range runs a direct (unpacked) kernel for this M and B.
 bool direct(const GemmKernels& k, int64_t M, const BMatrix& B) {
-  return M <= k.direct_max_m && (B.sk == 1 || (B.sn == 1 && B.dtype == kF32));
+  return M <= k.direct_max_m && (B.sk == 1 || B.sn == 1);
 }
 
 // Whether a product with B takes the bf16 dot-product GEMM (where the host has one).
@@ -60,7 +60,7 @@ void gemm_range(const float* A, int64_t lda, int64_t M, int64_t K, const BMatrix
   } else if (direct(k, M, B) && B.sk == 1) {
     k.gemv_nt(A, lda, M, K, B.p, B.dtype, B.sn, bias, C, ldc, n0, n1);
   } else if (direct(k, M, B)) {
-    k.gemv_nn(A, lda, M, K, static_cast<const float*>(B.p), B.sk, bias, C, ldc, n0, n1);
+    k.gemv_nn(A, lda, M, K, B.p, B.dtype, B.sk, bias, C, ldc, n0, n1);
   } else {
     float* scratch = thread_scratch(0, k.packed_scratch_floats);
     k.gemm_packed(A, lda, M, K, B.p, B.dtype, B.sk, B.sn, bias, C, ldc, n0, n1, scratch);

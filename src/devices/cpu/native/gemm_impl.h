@@ -150,36 +150,41 @@ void gemv_nt(const float* A, int64_t lda, int64_t M, int64_t K, const void* W, i
 // Direct kernel, B rows contiguous in n (C = A @ B, e.g. p @ v in attention): B is taken in
 // blocks of rows small enough for L1, and every row of A consumes a block before the next one is
 // read, so B is streamed from memory once. Within a block, NV vectors of output columns
-// accumulate a[k] * B[k, :] in registers.
+// accumulate a[k] * B[k, :] in registers. B of dtype DT (a half-precision KV cache's values) is
+// converted to float32 in registers.
 // ---------------------------------------------------------------------------------------------
-template <class V, int NV>
-void gemv_nn_cols(const float* a, int64_t kb, const float* B, int64_t ldb, const float* init,
-                  float* c) {
+template <class V, int DT, int NV>
+void gemv_nn_cols(const float* a, int64_t kb, const void* B, int64_t off, int64_t ldb,
+                  const float* init, float* c) {
   using vf = typename V::vf;
+  using L = Load<V, DT>;
   vf acc[NV];
 #pragma GCC unroll 16
   for (int v = 0; v < NV; ++v) acc[v] = init ? V::load(init + v * V::W) : V::zero();
   for (int64_t k = 0; k < kb; ++k) {
     const vf x = V::set1(a[k]);
 #pragma GCC unroll 16
-    for (int v = 0; v < NV; ++v) acc[v] = V::fma(x, V::load(B + k * ldb + v * V::W), acc[v]);
+    for (int v = 0; v < NV; ++v) acc[v] = V::fma(x, L::vec(B, off + k * ldb + v * V::W), acc[v]);
   }
 #pragma GCC unroll 16
   for (int v = 0; v < NV; ++v) V::store(c + v * V::W, acc[v]);
 }
 
-template <class V>
-void gemv_nn(const float* A, int64_t lda, int64_t M, int64_t K, const float* B, int64_t ldb,
-             const float* bias, float* C, int64_t ldc, int64_t n0, int64_t n1) {
+template <class V, int DT>
+void gemv_nn_dt(const float* A, int64_t lda, int64_t M, int64_t K, const void* B, int64_t ldb,
+                const float* bias, float* C, int64_t ldc, int64_t n0, int64_t n1) {
+  using L = Load<V, DT>;
   constexpr int64_t CW = V::NN_NV * V::W;
+  constexpr int64_t kBytes = DT == kF32 ? 4 : 2;
   const int64_t width = n1 - n0;
-  const int64_t kblock = width * 64 >= 8192 ? 64 : 8192 / width;  // ~32 KB of B per block
+  const int64_t kblock = width * 64 >= 8192 ? 64 : 8192 / width;  // ~32 KB of float32 B per block
+  const char* bytes = static_cast<const char*>(B);
   for (int64_t k0 = 0; k0 < K; k0 += kblock) {
     const int64_t kb = imin(kblock, K - k0);
-    const float* Bk = B + k0 * ldb;
+    const int64_t ok = k0 * ldb;  // element offset of row k0
     // Rows are short and strided (values of one head): prefetch the next block into L2.
     for (int64_t k = k0 + kblock; k < imin(k0 + 2 * kblock, K); ++k)
-      for (int64_t n = n0; n < n1; n += 16) __builtin_prefetch(B + k * ldb + n, 0, 2);
+      for (int64_t n = n0; n < n1; n += 64 / kBytes) __builtin_prefetch(bytes + (k * ldb + n) * kBytes, 0, 2);
     for (int64_t m = 0; m < M; ++m) {
       const float* a = A + m * lda + k0;
       float* c = C + m * ldc;
@@ -187,15 +192,25 @@ void gemv_nn(const float* A, int64_t lda, int64_t M, int64_t K, const float* B, 
       const float* init = k0 > 0 ? c : bias;
       int64_t n = n0;
       for (; n + CW <= n1; n += CW)
-        gemv_nn_cols<V, V::NN_NV>(a, kb, Bk + n, ldb, init ? init + n : nullptr, c + n);
+        gemv_nn_cols<V, DT, V::NN_NV>(a, kb, B, ok + n, ldb, init ? init + n : nullptr, c + n);
       for (; n + V::W <= n1; n += V::W)
-        gemv_nn_cols<V, 1>(a, kb, Bk + n, ldb, init ? init + n : nullptr, c + n);
+        gemv_nn_cols<V, DT, 1>(a, kb, B, ok + n, ldb, init ? init + n : nullptr, c + n);
       for (; n < n1; ++n) {
         float s = init ? init[n] : 0.f;
-        for (int64_t k = 0; k < kb; ++k) s += a[k] * Bk[k * ldb + n];
+        for (int64_t k = 0; k < kb; ++k) s += a[k] * L::one(B, ok + k * ldb + n);
         c[n] = s;
       }
     }
+  }
+}
+
+template <class V>
+void gemv_nn(const float* A, int64_t lda, int64_t M, int64_t K, const void* B, int bdtype,
+             int64_t ldb, const float* bias, float* C, int64_t ldc, int64_t n0, int64_t n1) {
+  switch (bdtype) {
+    case kF32: return gemv_nn_dt<V, kF32>(A, lda, M, K, B, ldb, bias, C, ldc, n0, n1);
+    case kF16: return gemv_nn_dt<V, kF16>(A, lda, M, K, B, ldb, bias, C, ldc, n0, n1);
+    default: return gemv_nn_dt<V, kBF16>(A, lda, M, K, B, ldb, bias, C, ldc, n0, n1);
   }
 }
 

@@ -24,9 +24,10 @@ struct GemmKernels {
   // contiguous in k (nn.Linear weights, keys in q @ k^T). Streams W once; best for small M.
   void (*gemv_nt)(const float* A, int64_t lda, int64_t M, int64_t K, const void* W, int wdtype,
                   int64_t ldw, const float* bias, float* C, int64_t ldc, int64_t n0, int64_t n1);
-  // B(k, n) = B[k*ldb + n], float32, contiguous in n (values in p @ v). Best for small M.
-  void (*gemv_nn)(const float* A, int64_t lda, int64_t M, int64_t K, const float* B, int64_t ldb,
-                  const float* bias, float* C, int64_t ldc, int64_t n0, int64_t n1);
+  // B(k, n) = B[k*ldb + n] of dtype bdtype (float32, float16 or bfloat16), contiguous in n
+  // (values in p @ v). Best for small M.
+  void (*gemv_nn)(const float* A, int64_t lda, int64_t M, int64_t K, const void* B, int bdtype,
+                  int64_t ldb, const float* bias, float* C, int64_t ldc, int64_t n0, int64_t n1);
   // B(k, n) = B[k*sk + n*sn] of dtype bdtype, any strides: packs B (converted to float32) and A
   // into cache-sized blocks and runs a register-tiled micro-kernel. Best for large M.
   void (*gemm_packed)(const float* A, int64_t lda, int64_t M, int64_t K, const void* B,
