@@ -22,6 +22,16 @@ export function numel(v: { readonly shape: readonly number[] }): number {
   return v.shape.reduce((a, b) => a * b, 1);
 }
 
+/** Whether `v` is row-major contiguous (strides of size-1 dimensions are ignored). */
+export function isContiguous(v: TensorView): boolean {
+  let expect = 1;
+  for (let d = v.shape.length - 1; d >= 0; d--) {
+    if (v.shape[d] !== 1 && v.strides[d] !== expect) return false;
+    expect *= v.shape[d];
+  }
+  return true;
+}
+
 /** Byte offset of element [0, …, 0] of `v` in its storage. */
 export function byteOffset(v: TensorView): number {
   return v.offset * itemsize(v.dtype);

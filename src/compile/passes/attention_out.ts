@@ -7,25 +7,18 @@
  */
 import type { Storage } from "../../devices/device.js";
 import type { PagedAttentionParams } from "../../devices/kernels.js";
-import type { TensorView } from "../../devices/view.js";
+import { isContiguous, numel, type TensorView } from "../../devices/view.js";
 import type { GraphNode } from "../capture.js";
+import { readerCounts } from "./readers.js";
 
-function dense(v: TensorView, numel: number): boolean {
-  let expect = 1;
-  for (let d = v.shape.length - 1; d >= 0; d--) {
-    if (v.shape[d] !== 1 && v.strides[d] !== expect) return false;
-    expect *= v.shape[d];
-  }
-  return expect === numel && v.dtype === "float32";
-}
+const dense = (v: TensorView, n: number) => isContiguous(v) && numel(v) === n && v.dtype === "float32";
 
 type AttentionArgs = [TensorView, TensorView, TensorView, TensorView, TensorView, TensorView, TensorView, PagedAttentionParams];
 type LinearAddArgs = [TensorView, TensorView, TensorView | null, TensorView, TensorView];
 
 /** The nodes with attention + projection pairs fused (see the file comment); `temporary`: storages that die with the call. */
 export function fuseAttentionOut(nodes: readonly GraphNode[], outputs: ReadonlySet<Storage>, temporary: ReadonlySet<Storage>): GraphNode[] {
-  const readers = new Map<Storage, number>();
-  for (const n of nodes) for (const s of new Set(n.reads)) readers.set(s, (readers.get(s) ?? 0) + 1);
+  const readers = readerCounts(nodes);
   const out: GraphNode[] = [];
   for (let i = 0; i < nodes.length; i++) {
     const n = nodes[i], next = nodes[i + 1];

@@ -7,18 +7,12 @@
  */
 import type { Storage } from "../../devices/device.js";
 import type { LinearGroupNorm, ReduceOp } from "../../devices/kernels.js";
-import type { TensorView } from "../../devices/view.js";
+import { isContiguous, numel, type TensorView } from "../../devices/view.js";
 import type { GraphNode } from "../capture.js";
+import { readerCounts } from "./readers.js";
 
 /** A contiguous view of `numel` elements. */
-function dense(v: TensorView, numel: number): boolean {
-  let expect = 1;
-  for (let d = v.shape.length - 1; d >= 0; d--) {
-    if (v.shape[d] !== 1 && v.strides[d] !== expect) return false;
-    expect *= v.shape[d];
-  }
-  return expect === numel;
-}
+const dense = (v: TensorView, n: number) => isContiguous(v) && numel(v) === n;
 
 /** The head's input, norm, weight and logits when `n` is a fusable linear. */
 function headOf(n: GraphNode): { x: TensorView; norm: LinearGroupNorm | null; w: TensorView; logits: TensorView } | null {
@@ -36,8 +30,7 @@ function headOf(n: GraphNode): { x: TensorView; norm: LinearGroupNorm | null; w:
 
 /** The nodes with linear-argmax pairs fused (see the file comment); `temporary`: storages that die with the call. */
 export function fuseLinearArgmax(nodes: readonly GraphNode[], outputs: ReadonlySet<Storage>, temporary: ReadonlySet<Storage>): GraphNode[] {
-  const readers = new Map<Storage, number>();
-  for (const n of nodes) for (const s of new Set(n.reads)) readers.set(s, (readers.get(s) ?? 0) + 1);
+  const readers = readerCounts(nodes);
   const out: GraphNode[] = [];
   for (let i = 0; i < nodes.length; i++) {
     const head = headOf(nodes[i]), next = nodes[i + 1];

@@ -15,21 +15,15 @@
  */
 import type { Storage } from "../../devices/device.js";
 import { FUSABLE_BINARY, type BinaryOp, type FusedStep, type LinearGroupNorm, type UnaryOp } from "../../devices/kernels.js";
-import type { TensorView } from "../../devices/view.js";
+import { isContiguous, numel, type TensorView } from "../../devices/view.js";
 import type { GraphNode } from "../capture.js";
+import { readerCounts } from "./readers.js";
 
 /** Most weights of one group (each weight and output is a storage binding). */
 const MAX_WEIGHTS = 3;
 
 /** A contiguous float32 view of `numel` elements. */
-function dense(v: TensorView, numel: number): boolean {
-  let expect = 1;
-  for (let d = v.shape.length - 1; d >= 0; d--) {
-    if (v.shape[d] !== 1 && v.strides[d] !== expect) return false;
-    expect *= v.shape[d];
-  }
-  return v.dtype === "float32" && expect === numel;
-}
+const dense = (v: TensorView, n: number) => isContiguous(v) && numel(v) === n && v.dtype === "float32";
 
 type LinearArgs = [TensorView, TensorView, TensorView | null, TensorView];
 
@@ -97,8 +91,7 @@ function gatherLinears(nodes: readonly GraphNode[]): GraphNode[] {
 /** The nodes with linear groups formed (see the file comment); `temporary`: storages that die with the call. */
 export function groupLinears(all: readonly GraphNode[], outputs: ReadonlySet<Storage>, temporary: ReadonlySet<Storage>): GraphNode[] {
   const nodes = gatherLinears(all);
-  const readers = new Map<Storage, number>();
-  for (const n of nodes) for (const s of new Set(n.reads)) readers.set(s, (readers.get(s) ?? 0) + 1);
+  const readers = readerCounts(nodes);
   const out: GraphNode[] = [];
   /** `next` as the epilogue of `group` (its chain's steps reading product i as input i, and its output), or null. */
   const epilogue = (x: TensorView, norm: LinearGroupNorm | null, group: LinearArgs[], next: GraphNode | undefined) => {

@@ -7,20 +7,11 @@
  * devices that register `rotaryKVWrite`; the gathers' range check moves into the kernel.
  */
 import type { Storage } from "../../devices/device.js";
-import type { TensorView } from "../../devices/view.js";
+import { isContiguous, numel, type TensorView } from "../../devices/view.js";
 import type { GraphNode } from "../capture.js";
 import { eliminateDeadCode } from "./dce.js";
 
-function dense(v: TensorView): boolean {
-  let expect = 1;
-  for (let d = v.shape.length - 1; d >= 0; d--) {
-    if (v.shape[d] !== 1 && v.strides[d] !== expect) return false;
-    expect *= v.shape[d];
-  }
-  return true;
-}
 
-const numel = (v: TensorView) => v.shape.reduce((a, b) => a * b, 1);
 const sameView = (a: TensorView, b: TensorView) =>
   a.storage === b.storage && a.offset === b.offset && `${a.shape}` === `${b.shape}` && `${a.strides}` === `${b.strides}`;
 
@@ -41,7 +32,7 @@ export function fuseRotaryGather(nodes: readonly GraphNode[], outputs: ReadonlyS
   nodes.forEach((n, at) => {
     if (n.op !== "embedding") return;
     const [table, ids, out] = n.args as [TensorView, TensorView, TensorView];
-    const ok = table.dtype === "float32" && table.shape.length === 2 && dense(table) && dense(ids) && dense(out) && out.dtype === "float32"
+    const ok = table.dtype === "float32" && table.shape.length === 2 && isContiguous(table) && isContiguous(ids) && isContiguous(out) && out.dtype === "float32"
       && temporary.has(out.storage) && !outputs.has(out.storage) && (writtenAt.get(out.storage) ?? []).length === 1;
     if (ok) gathers.set(out.storage, { table, ids, out, at });
   });
@@ -49,7 +40,7 @@ export function fuseRotaryGather(nodes: readonly GraphNode[], outputs: ReadonlyS
   /** The gather whose whole result is `v` (as [B, L, R] cos/sin), still valid at node `at`. */
   const gatherOf = (v: TensorView, at: number): Gather | null => {
     const g = gathers.get(v.storage);
-    const ok = g && v.offset === g.out.offset && numel(v) === numel(g.out) && dense(v) && v.shape.at(-1) === g.table.shape[1]
+    const ok = g && v.offset === g.out.offset && numel(v) === numel(g.out) && isContiguous(v) && v.shape.at(-1) === g.table.shape[1]
       && !writtenBetween(g.ids.storage, g.at, at) && !writtenBetween(g.table.storage, g.at, at);
     return ok ? g : null;
   };

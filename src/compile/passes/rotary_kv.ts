@@ -5,23 +5,15 @@
  * the rotated key goes straight into the pool. Runs only on devices that register `rotaryKVWrite`.
  */
 import type { Storage } from "../../devices/device.js";
-import type { TensorView } from "../../devices/view.js";
+import { isContiguous, numel, type TensorView } from "../../devices/view.js";
 import type { GraphNode } from "../capture.js";
 
 type RotaryArgs = [TensorView, TensorView, TensorView, TensorView];
 
-function dense(v: TensorView): boolean {
-  let expect = 1;
-  for (let d = v.shape.length - 1; d >= 0; d--) {
-    if (v.shape[d] !== 1 && v.strides[d] !== expect) return false;
-    expect *= v.shape[d];
-  }
-  return v.dtype === "float32";
-}
+const dense = (v: TensorView) => isContiguous(v) && v.dtype === "float32";
 
 const sameView = (a: TensorView, b: TensorView) =>
   a.storage === b.storage && a.offset === b.offset && `${a.shape}` === `${b.shape}` && `${a.strides}` === `${b.strides}`;
-const numel = (v: TensorView) => v.shape.reduce((a, b) => a * b, 1);
 
 function rotaryOf(n: GraphNode | undefined): RotaryArgs | null {
   if (n?.op !== "rotary") return null;

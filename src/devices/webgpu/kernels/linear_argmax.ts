@@ -8,7 +8,7 @@
  * shapes linearGroup's fused kernel does not take run linearGroup into scratch and reduce's argmax.
  */
 import type { KernelSignatures, LinearGroupNorm } from "../../kernels.js";
-import type { TensorView } from "../../view.js";
+import { isContiguous, type TensorView } from "../../view.js";
 import { fbits } from "../dispatch.js";
 import { bufferOf, deviceOf } from "./common.js";
 import { linearGroupKernels } from "./linear_group.js";
@@ -22,19 +22,10 @@ const ROWS = 8;
 export const FUSED_MAX_MACS = 1 << 20;
 const NONE = "0xffffffffu";
 
-function contiguous(v: TensorView): boolean {
-  let expect = 1;
-  for (let d = v.shape.length - 1; d >= 0; d--) {
-    if (v.shape[d] !== 1 && v.strides[d] !== expect) return false;
-    expect *= v.shape[d];
-  }
-  return true;
-}
-
 function linearArgmax(x: TensorView, norm: LinearGroupNorm | null, w: TensorView, out: TensorView): void {
   const [M, K] = x.shape, N = w.shape[0];
-  const fast = M <= ROWS && K % 4 === 0 && x.offset % 4 === 0 && contiguous(x) && N * K <= FUSED_MAX_MACS
-    && w.dtype === "float32" && w.offset % 4 === 0 && contiguous(w);
+  const fast = M <= ROWS && K % 4 === 0 && x.offset % 4 === 0 && isContiguous(x) && N * K <= FUSED_MAX_MACS
+    && w.dtype === "float32" && w.offset % 4 === 0 && isContiguous(w);
   if (!fast) return unfused(x, norm, w, out);
   const dev = deviceOf(out);
   const xv = norm ? "X4[xb + m * K4 + k] * r[m] * gv" : "X4[xb + m * K4 + k]";

@@ -9,7 +9,7 @@
  * Other shapes and alignments run rmsNorm into scratch, one linear per weight, and the chain.
  */
 import type { FusedStep, KernelSignatures, LinearGroupNorm } from "../../kernels.js";
-import type { TensorView } from "../../view.js";
+import { isContiguous, type TensorView } from "../../view.js";
 import { fbits } from "../dispatch.js";
 import { bufferOf, deviceOf } from "./common.js";
 import { elementwiseKernels, fusedExpr, fusedKey } from "./elementwise.js";
@@ -22,20 +22,11 @@ const ROWS = 8;
 /** Parameter words before the per-weight block (start column, columns, weight offset, out offset). */
 const HEAD = 6;
 
-function contiguous(v: TensorView): boolean {
-  let expect = 1;
-  for (let d = v.shape.length - 1; d >= 0; d--) {
-    if (v.shape[d] !== 1 && v.strides[d] !== expect) return false;
-    expect *= v.shape[d];
-  }
-  return true;
-}
-
 function linearGroup(x: TensorView, norm: LinearGroupNorm | null, ws: TensorView[], outs: TensorView[], epilogue: readonly FusedStep[] | null = null): void {
   const [M, K] = x.shape;
   const total = epilogue ? ws[0].shape[0] : ws.reduce((a, w) => a + w.shape[0], 0);
-  const fast = M <= ROWS && K % 4 === 0 && x.offset % 4 === 0 && contiguous(x) && ws.length <= 3 && Math.ceil(total / 64) <= 65535
-    && ws.every((w) => w.dtype === "float32" && w.offset % 4 === 0 && contiguous(w));
+  const fast = M <= ROWS && K % 4 === 0 && x.offset % 4 === 0 && isContiguous(x) && ws.length <= 3 && Math.ceil(total / 64) <= 65535
+    && ws.every((w) => w.dtype === "float32" && w.offset % 4 === 0 && isContiguous(w));
   if (!fast) return unfused(x, norm, ws, outs, epilogue);
   const dev = deviceOf(outs[0]);
   const G = ws.length;

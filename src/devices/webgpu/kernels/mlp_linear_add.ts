@@ -8,7 +8,7 @@
  * scratch and linearAdd.
  */
 import type { FusedStep, KernelSignatures, LinearGroupNorm } from "../../kernels.js";
-import type { TensorView } from "../../view.js";
+import { isContiguous, type TensorView } from "../../view.js";
 import { fbits } from "../dispatch.js";
 import { bufferOf, deviceOf } from "./common.js";
 import { fusedExpr, fusedKey } from "./elementwise.js";
@@ -21,23 +21,14 @@ const WG = 64;
 /** Most hidden floats of one row held in workgroup memory. */
 const MAX_ROW = 4096;
 
-function contiguous(v: TensorView): boolean {
-  let expect = 1;
-  for (let d = v.shape.length - 1; d >= 0; d--) {
-    if (v.shape[d] !== 1 && v.strides[d] !== expect) return false;
-    expect *= v.shape[d];
-  }
-  return true;
-}
-
-const aligned = (v: TensorView) => v.dtype === "float32" && v.offset % 4 === 0 && contiguous(v);
+const aligned = (v: TensorView) => v.dtype === "float32" && v.offset % 4 === 0 && isContiguous(v);
 
 function linearGroupLinearAdd(x: TensorView, norm: LinearGroupNorm | null, ws: TensorView[], epilogue: readonly FusedStep[],
   w: TensorView, bias: TensorView | null, residual: TensorView, out: TensorView): void {
   const dev = deviceOf(out);
   const [M, K] = x.shape, [I] = ws[0].shape, N = w.shape[0];
   const G = ws.length;
-  const fast = G <= 3 && M <= 65535 && K % 4 === 0 && I % 4 === 0 && I <= MAX_ROW && w.shape[1] === I && x.offset % 4 === 0 && contiguous(x)
+  const fast = G <= 3 && M <= 65535 && K % 4 === 0 && I % 4 === 0 && I <= MAX_ROW && w.shape[1] === I && x.offset % 4 === 0 && isContiguous(x)
     && ws.every((wi) => aligned(wi) && wi.shape[0] === I) && aligned(w) && (bias === null || bias.dtype === "float32")
     && G * I * K + N * I <= FUSED_MAX_MACS && dev.gpu.limits.maxStorageBuffersPerShaderStage >= 6 + G
     && dev.gpu.limits.maxComputeWorkgroupStorageSize >= 4 * MAX_ROW;

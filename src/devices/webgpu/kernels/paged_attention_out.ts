@@ -8,7 +8,7 @@
  * devices allowing fewer than 10 storage bindings run pagedAttention into scratch and linearAdd.
  */
 import type { KernelSignatures, PagedAttentionParams } from "../../kernels.js";
-import type { TensorView } from "../../view.js";
+import { isContiguous, type TensorView } from "../../view.js";
 import { fbits } from "../dispatch.js";
 import { MAX_HEAD, WG } from "./attention.js";
 import { bufferOf, deviceOf } from "./common.js";
@@ -20,22 +20,13 @@ import { binding, LIBRARY, loader } from "./wgsl.js";
 /** Most floats of one token's attention row (Hq * Dv) held in workgroup memory. */
 const MAX_ROW = 2048;
 
-function contiguous(v: TensorView): boolean {
-  let expect = 1;
-  for (let d = v.shape.length - 1; d >= 0; d--) {
-    if (v.shape[d] !== 1 && v.strides[d] !== expect) return false;
-    expect *= v.shape[d];
-  }
-  return true;
-}
-
 function pagedAttentionLinearAdd(q: TensorView, kCache: TensorView, vCache: TensorView, tables: TensorView, seq: TensorView, pos: TensorView,
   p: PagedAttentionParams, w: TensorView, bias: TensorView | null, residual: TensorView, out: TensorView): void {
   const dev = deviceOf(out);
   const [T, Hq] = q.shape, [, bs, Hkv] = kCache.shape, D = q.shape[2], Dv = vCache.shape[3];
   const [N, K] = w.shape;
   const fast = K === Hq * Dv && K <= MAX_ROW && K % 4 === 0 && N * K <= FUSED_MAX_MACS && T <= 65535
-    && w.dtype === "float32" && w.offset % 4 === 0 && contiguous(w) && (bias === null || bias.dtype === "float32")
+    && w.dtype === "float32" && w.offset % 4 === 0 && isContiguous(w) && (bias === null || bias.dtype === "float32")
     && Math.max(D, Dv) <= MAX_HEAD && kCache.dtype === "float32" && dev.gpu.limits.maxStorageBuffersPerShaderStage >= 10
     && dev.gpu.limits.maxComputeWorkgroupStorageSize >= 4 * (MAX_ROW + MAX_HEAD + 3 * WG);
   if (!fast) return unfused(q, kCache, vCache, tables, seq, pos, p, w, bias, residual, out);
