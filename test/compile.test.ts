@@ -17,20 +17,10 @@ import { AutoModelForCausalLM } from "../src/transformers/index.js";
 import { maxAbsDiff, missing, readJson, STORIES } from "./helpers/shared.js";
 import { webgpuOrSkip } from "./helpers/webgpu.js";
 import { graphLog } from "./helpers/graph_log.js";
-
-/** Deterministic pseudo-random float32 values in [-1, 1). */
-function values(n: number, seed: number): Float32Array {
-  const out = new Float32Array(n);
-  let s = seed >>> 0;
-  for (let i = 0; i < n; i++) {
-    s = (Math.imul(s, 1664525) + 1013904223) >>> 0;
-    out[i] = s / 2 ** 31 - 1;
-  }
-  return out;
-}
+import { lcgValues } from "./helpers/lcg.js";
 
 function rand(shape: number[], seed: number, device: Device | string = "cpu"): torch.Tensor {
-  return torch.tensor(values(shape.reduce((a, b) => a * b, 1), seed), { shape, device });
+  return torch.tensor(lcgValues(shape.reduce((a, b) => a * b, 1), seed), { shape, device });
 }
 
 async function close(a: torch.Tensor, b: torch.Tensor, tol: number, what: string): Promise<void> {

@@ -10,16 +10,11 @@ import { test } from "node:test";
 import * as torch from "../src/index.js";
 import { maxAbsDiff } from "./helpers/shared.js";
 import { graphLog } from "./helpers/graph_log.js";
+import { lcgValues } from "./helpers/lcg.js";
 
 /** Deterministic pseudo-random float32 tensor with values in [-1, 1). */
 function rand(shape: number[], seed: number): torch.Tensor {
-  const n = shape.reduce((a, b) => a * b, 1), out = new Float32Array(n);
-  let s = seed >>> 0;
-  for (let i = 0; i < n; i++) {
-    s = (Math.imul(s, 1664525) + 1013904223) >>> 0;
-    out[i] = s / 2 ** 31 - 1;
-  }
-  return torch.tensor(out, { shape });
+  return torch.tensor(lcgValues(shape.reduce((a, b) => a * b, 1), seed), { shape });
 }
 
 

@@ -19,15 +19,10 @@ import { pagedKVWrite } from "../src/tensor/paged_attention.js";
 import { maxAbsDiff } from "./helpers/shared.js";
 import { webgpuOrSkip } from "./helpers/webgpu.js";
 import { graphLog } from "./helpers/graph_log.js";
+import { lcgValues } from "./helpers/lcg.js";
 
 function rand(shape: number[], seed: number, device: Device): torch.Tensor {
-  const n = shape.reduce((a, b) => a * b, 1), out = new Float32Array(n);
-  let s = seed >>> 0;
-  for (let i = 0; i < n; i++) {
-    s = (Math.imul(s, 1664525) + 1013904223) >>> 0;
-    out[i] = s / 2 ** 31 - 1;
-  }
-  return torch.tensor(out, { shape, device });
+  return torch.tensor(lcgValues(shape.reduce((a, b) => a * b, 1), seed), { shape, device });
 }
 
 async function close(a: torch.Tensor[], b: torch.Tensor[], what: string): Promise<void> {

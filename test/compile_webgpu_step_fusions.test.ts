@@ -28,19 +28,10 @@ import { pagedAttention, pagedKVWrite } from "../src/tensor/paged_attention.js";
 import { maxAbsDiff } from "./helpers/shared.js";
 import { webgpuOrSkip } from "./helpers/webgpu.js";
 import { graphLog } from "./helpers/graph_log.js";
-
-function values(n: number, seed: number): Float32Array {
-  const out = new Float32Array(n);
-  let s = seed >>> 0;
-  for (let i = 0; i < n; i++) {
-    s = (Math.imul(s, 1664525) + 1013904223) >>> 0;
-    out[i] = s / 2 ** 31 - 1;
-  }
-  return out;
-}
+import { lcgValues } from "./helpers/lcg.js";
 
 function rand(shape: number[], seed: number, device: Device): torch.Tensor {
-  return torch.tensor(values(shape.reduce((a, b) => a * b, 1), seed), { shape, device });
+  return torch.tensor(lcgValues(shape.reduce((a, b) => a * b, 1), seed), { shape, device });
 }
 
 /** The kernel calls compile logged (TSORCH_LOGS=graph) for the first call of `f`. */
@@ -74,7 +65,7 @@ test("compile: on webgpu, the final norm, a linear and its argmax run as one lin
   }
   // Ties: columns 5, 37 and 70 are one weight row (equal logits, the largest): the first wins.
   const [M, N, K] = [2, 96, 16];
-  const wv = values(N * K, 40).map((v) => v * 0.1);
+  const wv = lcgValues(N * K, 40).map((v) => v * 0.1);
   for (const c of [5, 37, 70]) wv.set(Array.from({ length: K }, () => 1), c * K);
   const w = torch.tensor(wv, { shape: [N, K], device: dev });
   const x = torch.tensor(new Float32Array(M * K).fill(0.5), { shape: [M, K], device: dev });

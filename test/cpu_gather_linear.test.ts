@@ -7,12 +7,7 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 import * as T from "../src/index.js";
-
-/** Deterministic values in [-1, 1). */
-function values(n: number, seed: number): Float32Array {
-  let s = seed >>> 0;
-  return Float32Array.from({ length: n }, () => ((s = (Math.imul(s, 1664525) + 1013904223) >>> 0) / 2 ** 31) - 1);
-}
+import { lcgValues } from "./helpers/lcg.js";
 
 // Expert of each row: expert 0 has no rows, 1 one row, 2 nineteen rows (more than one 16-row
 // block), 3 three rows, 4 two rows; rows of an expert are not adjacent.
@@ -25,8 +20,8 @@ for (const dtype of ["float32", "bfloat16", "float16"] as const) {
   for (const [N, K] of [[50, 37], [200, 64]]) {
     test(`cpu gatherLinear: ${dtype} weights [${N}, ${K}] on ragged expert groups equal per-expert linear`, async () => {
       const M = idxValues.length;
-      const x = T.tensor(values(M * K, 1)).view(M, K);
-      const w = groups.map((_, e) => T.tensor(values(N * K, 100 + e)).view(N, K).to(dtype));
+      const x = T.tensor(lcgValues(M * K, 1)).view(M, K);
+      const w = groups.map((_, e) => T.tensor(lcgValues(N * K, 100 + e)).view(N, K).to(dtype));
       const out = (await T.gatherLinear(x, w, T.tensor(idxValues, { dtype: "int64" })).data()) as Float32Array;
       for (let e = 0; e < groups.length; e++) {
         const rows = idxValues.flatMap((v, m) => (v === e ? [m] : []));

@@ -9,12 +9,10 @@ import * as torch from "../src/index.js";
 import { cpuGraphTesting } from "../src/devices/cpu/graph.js";
 import { native } from "../src/devices/cpu/native.js";
 import { maxAbsDiff } from "./helpers/shared.js";
+import { lcgValues } from "./helpers/lcg.js";
 
 function rand(shape: number[], seed: number): torch.Tensor {
-  const n = shape.reduce((a, b) => a * b, 1), out = new Float32Array(n);
-  let s = seed >>> 0;
-  for (let i = 0; i < n; i++) { s = (Math.imul(s, 1664525) + 1013904223) >>> 0; out[i] = s / 2 ** 31 - 1; }
-  return torch.tensor(out, { shape });
+  return torch.tensor(lcgValues(shape.reduce((a, b) => a * b, 1), seed), { shape });
 }
 
 /** linear, rms-style normalisation, softmax, a reduction and elementwise ops. */

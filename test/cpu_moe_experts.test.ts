@@ -8,12 +8,7 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 import * as T from "../src/index.js";
-
-/** Deterministic values in [-1, 1). */
-function values(n: number, seed: number): Float32Array {
-  let s = seed >>> 0;
-  return Float32Array.from({ length: n }, () => ((s = (Math.imul(s, 1664525) + 1013904223) >>> 0) / 2 ** 31) - 1);
-}
+import { lcgValues } from "./helpers/lcg.js";
 
 /** Unfused: the gate, up and down projections through gatherLinear, then weighting and sum. */
 function reference(x: T.Tensor, gateUp: T.Tensor, down: T.Tensor, weights: T.Tensor, ids: T.Tensor): T.Tensor {
@@ -36,10 +31,10 @@ for (const dtype of ["float32", "bfloat16"] as const) {
   for (const idsDtype of ["int64", "int32"] as const) {
     for (const { Tn, H, I, E, K } of cases) {
       test(`cpu moeExperts: ${dtype} weights, ${idsDtype} ids, T ${Tn} H ${H} I ${I} E ${E} K ${K} equal the unfused ops`, async () => {
-        const x = T.tensor(values(Tn * H, 1)).view(Tn, H);
-        const gateUp = T.tensor(values(E * 2 * I * H, 2)).view(E, 2 * I, H).to(dtype);
-        const down = T.tensor(values(E * H * I, 3)).view(E, H, I).to(dtype);
-        const weights = T.tensor(values(Tn * K, 4).map((v) => v + 1.5)).view(Tn, K);
+        const x = T.tensor(lcgValues(Tn * H, 1)).view(Tn, H);
+        const gateUp = T.tensor(lcgValues(E * 2 * I * H, 2)).view(E, 2 * I, H).to(dtype);
+        const down = T.tensor(lcgValues(E * H * I, 3)).view(E, H, I).to(dtype);
+        const weights = T.tensor(lcgValues(Tn * K, 4).map((v) => v + 1.5)).view(Tn, K);
         // Distinct experts per token; expert 1 is never picked, expert 0 by most tokens.
         const used = Array.from({ length: E }, (_, e) => e).filter((e) => e !== 1);
         const picks = Array.from({ length: Tn }, (_, t) => Array.from({ length: K }, (_, j) => used[(j === 0 && t % 4 ? 0 : t * 5 + j * 3) % used.length]))

@@ -14,6 +14,7 @@ import * as torch from "../src/index.js";
 import { Conv2d, GroupNorm } from "../src/nn/index.js";
 import { ROOT } from "./helpers/shared.js";
 import { webgpuOrSkip } from "./helpers/webgpu.js";
+import { lcgValues } from "./helpers/lcg.js";
 
 interface Json { shape: number[]; values: number[] }
 interface RefCase {
@@ -78,24 +79,13 @@ test("Conv2d and GroupNorm forward with loaded weights", async () => {
   assert.deepEqual([...y], [-1, 3, -1, 3]);
 });
 
-/** Deterministic uniform [-1, 1) float32 values. */
-function randoms(n: number, seed: number): Float32Array {
-  const a = new Float32Array(n);
-  let s = seed >>> 0;
-  for (let i = 0; i < n; i++) {
-    s = (Math.imul(s, 1664525) + 1013904223) >>> 0;
-    a[i] = s / 2 ** 31 - 1;
-  }
-  return a;
-}
-
 test("conv2d on cpu at 1280 channels: im2col chunks and float16 weight blocks split mid-row", async () => {
   const cases = [
     { name: "float16 weight, 3x3, padding 1", C: 1280, O: 200, H: 12, W: 12, stride: 1, dtype: "float16" as const },
     { name: "float32 weight, stride 2", C: 1280, O: 24, H: 25, W: 25, stride: 2, dtype: "float32" as const },
   ];
   for (const c of cases) {
-    const x = randoms(c.C * c.H * c.W, 1), w = torch.tensor(randoms(c.O * c.C * 9, 2), { shape: [c.O, c.C, 3, 3] }).to(c.dtype), b = randoms(c.O, 3);
+    const x = lcgValues(c.C * c.H * c.W, 1), w = torch.tensor(lcgValues(c.O * c.C * 9, 2), { shape: [c.O, c.C, 3, 3] }).to(c.dtype), b = lcgValues(c.O, 3);
     const wv = (await w.to("float32").data()) as Float32Array;
     const out = torch.conv2d(torch.tensor(x, { shape: [1, c.C, c.H, c.W] }), w, torch.tensor(b), { stride: c.stride, padding: 1 });
     const [, , Ho, Wo] = out.shape;
@@ -118,9 +108,9 @@ test("conv2d on cpu at 1280 channels: im2col chunks and float16 weight blocks sp
 test("webgpu image ops agree with cpu at sizes spanning several tiles (2 samples, 2 groups, 160 channels, float16 weights)", async (t) => {
   const dev = await webgpuOrSkip(t);
   if (!dev) return;
-  const x = torch.tensor(randoms(2 * 96 * 19 * 21, 4), { shape: [2, 96, 19, 21] });
-  const w = torch.tensor(randoms(160 * 48 * 9, 5), { shape: [160, 48, 3, 3] }).to("float16"), b = torch.tensor(randoms(160, 6));
-  const gw = torch.tensor(randoms(160, 7)), gb = torch.tensor(randoms(160, 8));
+  const x = torch.tensor(lcgValues(2 * 96 * 19 * 21, 4), { shape: [2, 96, 19, 21] });
+  const w = torch.tensor(lcgValues(160 * 48 * 9, 5), { shape: [160, 48, 3, 3] }).to("float16"), b = torch.tensor(lcgValues(160, 6));
+  const gw = torch.tensor(lcgValues(160, 7)), gb = torch.tensor(lcgValues(160, 8));
   const pipeline = (xx: torch.Tensor, ww: torch.Tensor, bb: torch.Tensor, gww: torch.Tensor, gbb: torch.Tensor) =>
     torch.interpolate(torch.groupNorm(torch.conv2d(xx, ww, bb, { padding: 1, groups: 2, stride: [1, 2] }), 8, gww, gbb, 1e-6), { scaleFactor: 2, mode: "nearest" });
   const want = (await pipeline(x, w, b, gw, gb).data()) as Float32Array;

@@ -12,15 +12,13 @@ import { routeTopK } from "../src/nn/moe.js";
 import type { Device } from "../src/devices/device.js";
 import { ROOT, maxAbsDiff } from "./helpers/shared.js";
 import { webgpuOrSkip } from "./helpers/webgpu.js";
+import { lcgValues } from "./helpers/lcg.js";
 
 const KERNELS = path.join(ROOT, "hub-kernels");
 
 /** A deterministic float32 tensor with values in [-1, 1). */
 function rand(shape: number[], seed: number): T.Tensor {
-  let s = seed >>> 0;
-  const n = shape.reduce((a, b) => a * b, 1);
-  const v = new Float32Array(n).map(() => ((s = (Math.imul(s, 1664525) + 1013904223) >>> 0) / 2 ** 31) - 1);
-  return T.tensor(v, { shape });
+  return T.tensor(lcgValues(shape.reduce((a, b) => a * b, 1), seed), { shape });
 }
 
 async function close(a: T.Tensor, b: T.Tensor, tol = 1e-4): Promise<void> {

@@ -9,16 +9,7 @@ import assert from "node:assert/strict";
 import { test } from "node:test";
 import { DTYPE_CODE, native } from "../src/devices/cpu/native.js";
 import { maxAbsDiff } from "./helpers/shared.js";
-
-function values(n: number, seed: number): Float32Array {
-  const out = new Float32Array(n);
-  let s = seed >>> 0;
-  for (let i = 0; i < n; i++) {
-    s = (Math.imul(s, 1664525) + 1013904223) >>> 0;
-    out[i] = s / 2 ** 31 - 1;
-  }
-  return out;
-}
+import { lcgValues } from "./helpers/lcg.js";
 
 /** float32 values in (-1, 1) as a pool of `dtype` (bfloat16: truncated; float16: truncated to 10 mantissa bits). */
 function pool(x: Float32Array, dtype: "float32" | "bfloat16" | "float16"): ArrayBufferView {
@@ -39,10 +30,10 @@ function pool(x: Float32Array, dtype: "float32" | "bfloat16" | "float16"): Array
 for (const dtype of ["float32", "bfloat16", "float16"] as const) {
   test(`static-cache attention (one block per sequence) equals the paged kernel: ${dtype} pools`, () => {
     const S = 2, cap = 48, Hq = 6, Hkv = 2, D = 40;
-    const k = pool(values(S * cap * Hkv * D, 1), dtype), v = pool(values(S * cap * Hkv * D, 2), dtype);
+    const k = pool(lcgValues(S * cap * Hkv * D, 1), dtype), v = pool(lcgValues(S * cap * Hkv * D, 2), dtype);
     // Tokens: sequence 0 prefill positions 0..4, sequence 1 decode at 37, sequence 0 at 47.
     const seq = new Int32Array([0, 0, 0, 0, 0, 1, 0]), pos = new Int32Array([0, 1, 2, 3, 4, 37, 47]);
-    const T = seq.length, q = values(T * Hq * D, 3);
+    const T = seq.length, q = lcgValues(T * Hq * D, 3);
     for (const [softcap, window] of [[0, 0], [0, 9], [30, 0]]) {
       const run = (blocks: number) => {
         const bs = cap / blocks, out = new Float32Array(T * Hq * D);
