@@ -13,6 +13,7 @@
 import { numel, type TensorView } from "../../view.js";
 import { STATUS_GATHER_LINEAR } from "../device.js";
 import { bufferOf, deviceOf } from "./common.js";
+import { w8Source } from "./skinny.js";
 import { binding, LIBRARY, loader } from "./wgsl.js";
 
 const TM = 16;
@@ -72,14 +73,6 @@ fn expert_of(m: u32) -> u32 {
  * offsets, so weights load 8 at a time (one vec4<u32> of float16/bfloat16, two of float32).
  */
 function gemmSource(wd: TensorView["dtype"], v8: boolean): string {
-  const unpack = wd === "float32"
-    ? "return mat2x4<f32>(bitcast<vec4<f32>>(W4[e / 4u]), bitcast<vec4<f32>>(W4[e / 4u + 1u]));"
-    : wd === "bfloat16"
-      ? `let v = W4[e / 8u];
-  return mat2x4<f32>(bitcast<vec4<f32>>(vec4<u32>(v.x << 16u, v.x & 0xffff0000u, v.y << 16u, v.y & 0xffff0000u)),
-                     bitcast<vec4<f32>>(vec4<u32>(v.z << 16u, v.z & 0xffff0000u, v.w << 16u, v.w & 0xffff0000u)));`
-      : `let v = W4[e / 8u];
-  return mat2x4<f32>(vec4<f32>(unpack2x16float(v.x), unpack2x16float(v.y)), vec4<f32>(unpack2x16float(v.z), unpack2x16float(v.w)));`;
   const loop = v8 ? `for (var k = 0u; k < K; k = k + 8u) {
     let w = w8(wb + k);
     for (var r = 0u; r < rows; r = r + 1u) {
@@ -96,9 +89,7 @@ ${v8 ? "@group(0) @binding(2) var<storage, read> W4: array<vec4<u32>>;" : `${bin
 @group(0) @binding(3) var<storage, read> TILES: array<u32>;
 @group(0) @binding(4) var<storage, read> SORTED: array<u32>;
 @group(0) @binding(5) var<storage, read_write> Y: array<f32>;
-${v8 ? `fn w8(e: u32) -> mat2x4<f32> {
-  ${unpack}
-}` : ""}
+${v8 ? w8Source(wd) : ""}
 @compute @workgroup_size(64) fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
   let t = wid.y;
   if (t >= TILES[0]) { return; }

@@ -11,7 +11,7 @@ import type { KernelSignatures, LinearGroupNorm } from "../../kernels.js";
 import { isContiguous, type TensorView } from "../../view.js";
 import { fbits } from "../dispatch.js";
 import { bufferOf, deviceOf } from "./common.js";
-import { linearGroupKernels } from "./linear_group.js";
+import { linearGroupKernels, NORM_WEIGHT_SOURCE, ROW_NORMS_SOURCE } from "./linear_group.js";
 import { reduceKernels } from "./reduce.js";
 import { binding, LIBRARY, loader } from "./wgsl.js";
 
@@ -43,19 +43,12 @@ fn better(a: Arg, b: Arg) -> bool {
   if (an || bn) { return bn && (!an || b.i < a.i); }
   return b.v > a.v || (!(a.v > b.v) && b.i < a.i);
 }
-fn G4(k: u32) -> vec4<f32> {
-  let b = pu(3u) + 4u * k;
-  return vec4<f32>(ld_g(b), ld_g(b + 1u), ld_g(b + 2u), ld_g(b + 3u)) + vec4<f32>(pf(5u));
-}
+${NORM_WEIGHT_SOURCE}
 @compute @workgroup_size(${WG}) fn main(@builtin(local_invocation_index) t: u32) {
   let M = pu(0u); let K = pu(1u); let K4 = K / 4u; let N = pu(6u);
   let xb = pu(2u) / 4u;
   var r: array<f32, ${ROWS}>;
-  ${norm ? `for (var m = 0u; m < M; m = m + 1u) {
-    var ss = 0.0;
-    for (var k = 0u; k < K4; k = k + 1u) { let v = X4[xb + m * K4 + k]; ss = ss + dot(v, v); }
-    r[m] = 1.0 / sqrt(ss / f32(K) + pf(4u));
-  }` : ""}
+  ${norm ? ROW_NORMS_SOURCE : ""}
   var b: array<Arg, ${ROWS}>;
   for (var m = 0u; m < ${ROWS}u; m = m + 1u) { b[m] = Arg(0.0, ${NONE}); }
   for (var n = t; n < N; n = n + ${WG}u) {

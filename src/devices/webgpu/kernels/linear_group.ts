@@ -17,6 +17,22 @@ import { matmulKernels } from "./matmul.js";
 import { normKernels } from "./norm.js";
 import { binding, LIBRARY, loader } from "./wgsl.js";
 
+/**
+ * WGSL of the RMSNorm prologue, shared with linear_argmax.ts and mlp_linear_add.ts: `G4(k)`, the
+ * norm weight (binding `g`) at k..k+3 plus its added offset (parameters 3: the weight's offset, 5:
+ * the added offset), and the loop setting `r[m]` = 1 / rms of input row m (needs M, K, K4 and xb in
+ * scope; eps is parameter 4).
+ */
+export const NORM_WEIGHT_SOURCE = `fn G4(k: u32) -> vec4<f32> {
+  let b = pu(3u) + 4u * k;
+  return vec4<f32>(ld_g(b), ld_g(b + 1u), ld_g(b + 2u), ld_g(b + 3u)) + vec4<f32>(pf(5u));
+}`;
+export const ROW_NORMS_SOURCE = `for (var m = 0u; m < M; m = m + 1u) {
+    var ss = 0.0;
+    for (var k = 0u; k < K4; k = k + 1u) { let v = X4[xb + m * K4 + k]; ss = ss + dot(v, v); }
+    r[m] = 1.0 / sqrt(ss / f32(K) + pf(4u));
+  }`;
+
 /** Rows up to which the fused kernel runs (as gemv's GEMV_ROWS). */
 const ROWS = 8;
 /** Parameter words before the per-weight block (start column, columns, weight offset, out offset). */
@@ -66,20 +82,13 @@ function linearGroup(x: TensorView, norm: LinearGroupNorm | null, ws: TensorView
 ${binding(2, "g", "read")}${loader("g", norm?.weight.dtype ?? "float32")}
 ${ws.map((_, i) => `@group(0) @binding(${3 + i}) var<storage, read> W${i}: array<vec4<f32>>;`).join("\n")}
 ${outs.map((_, i) => `@group(0) @binding(${3 + G + i}) var<storage, read_write> Y${i}: array<f32>;`).join("\n")}
-fn G4(k: u32) -> vec4<f32> {
-  let b = pu(3u) + 4u * k;
-  return vec4<f32>(ld_g(b), ld_g(b + 1u), ld_g(b + 2u), ld_g(b + 3u)) + vec4<f32>(pf(5u));
-}
+${NORM_WEIGHT_SOURCE}
 @compute @workgroup_size(64) fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
   let M = pu(0u); let K = pu(1u); let K4 = K / 4u;
   let t = gid.x;
   let xb = pu(2u) / 4u;
   var r: array<f32, ${ROWS}>;
-  ${norm ? `for (var m = 0u; m < M; m = m + 1u) {
-    var ss = 0.0;
-    for (var k = 0u; k < K4; k = k + 1u) { let v = X4[xb + m * K4 + k]; ss = ss + dot(v, v); }
-    r[m] = 1.0 / sqrt(ss / f32(K) + pf(4u));
-  }` : ""}
+  ${norm ? ROW_NORMS_SOURCE : ""}
   ${epilogue ? zip : `var acc: array<f32, ${ROWS}>;${blocks}`}
 }`);
   const params = [M, K, x.offset, norm?.weight.offset ?? 0, fbits(norm?.eps ?? 0), fbits(norm?.offset ?? 0)];

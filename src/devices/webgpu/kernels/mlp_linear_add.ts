@@ -13,7 +13,7 @@ import { fbits } from "../dispatch.js";
 import { bufferOf, deviceOf } from "./common.js";
 import { fusedExpr, fusedKey } from "./elementwise.js";
 import { FUSED_MAX_MACS } from "./linear_argmax.js";
-import { linearGroupKernels } from "./linear_group.js";
+import { linearGroupKernels, NORM_WEIGHT_SOURCE } from "./linear_group.js";
 import { matmulKernels } from "./matmul.js";
 import { binding, LIBRARY, loader } from "./wgsl.js";
 
@@ -44,10 +44,7 @@ ${binding(4 + G, "bias", "read")}${loader("bias", "float32")}
 @group(0) @binding(${5 + G}) var<storage, read> R: array<f32>;
 @group(0) @binding(${6 + G}) var<storage, read_write> Y: array<f32>;
 var<workgroup> row: array<f32, ${MAX_ROW}>;
-fn G4(k: u32) -> vec4<f32> {
-  let b = pu(3u) + 4u * k;
-  return vec4<f32>(ld_g(b), ld_g(b + 1u), ld_g(b + 2u), ld_g(b + 3u)) + vec4<f32>(pf(5u));
-}
+${NORM_WEIGHT_SOURCE}
 @compute @workgroup_size(${WG}) fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
   let m = wid.x;
   let K = pu(0u); let K4 = K / 4u; let I = pu(1u); let N = pu(2u);
