@@ -102,70 +102,11 @@ TSORCH_AVX512 bool softmax_row_avx512(float* v, int64_t n, float scale, const fl
   return true;
 }
 
-// Rows of decode attention for which O = P V runs direct_pv_avx512 instead of the packed GEMM.
-constexpr int64_t kDirectPvRows = 4;
-
-// 16 values of a key/value row of dtype `dt` (float32, float16 or bfloat16) from p, lanes outside
-// `k` zero.
-#define TSORCH_AVX512BW __attribute__((target("avx512f,avx512bw,avx512vl,f16c,fma")))
-TSORCH_AVX512BW inline __m512 load16(const void* p, int dt, __mmask16 k) {
-  if (dt == kF32) return _mm512_maskz_loadu_ps(k, p);
-  const __m256i h = _mm256_maskz_loadu_epi16(k, p);
-  if (dt == kF16) return _mm512_cvtph_ps(h);
-  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
-}
-
-// O [rows, Dv] = P [rows, nk] (row stride ldp) times V [nk, Dv] (row stride ldv, elements
-// contiguous, dtype dt) for rows <= kDirectPvRows: the decode-sized product streams V once,
-// converted in registers, with no packing of V into panels (which gemm_range's packed path would
-// redo on every decode step over the whole cache).
-template <int ROWS>
-TSORCH_AVX512BW void direct_pv_avx512(
-    const float* P, int64_t ldp, int64_t nk, const void* V, int dt, int64_t ldv, float* O, int64_t Dv) {
-  const int64_t es = dtype_size(dt);
-  for (int64_t d0 = 0; d0 < Dv; d0 += 64) {
-    __m512 acc[ROWS][4];
-    __mmask16 mk[4];
-    for (int c = 0; c < 4; ++c) {
-      const int64_t left = Dv - d0 - 16 * c;
-      mk[c] = left >= 16 ? 0xffff : left <= 0 ? 0 : static_cast<__mmask16>((1u << left) - 1);
-      for (int r = 0; r < ROWS; ++r) acc[r][c] = _mm512_setzero_ps();
-    }
-    for (int64_t j = 0; j < nk; ++j) {
-      const char* vr = static_cast<const char*>(V) + (j * ldv + d0) * es;
-      __m512 v[4];
-      for (int c = 0; c < 4; ++c) v[c] = load16(vr + 16 * c * es, dt, mk[c]);
-      for (int r = 0; r < ROWS; ++r) {
-        const __m512 p = _mm512_set1_ps(P[r * ldp + j]);
-        for (int c = 0; c < 4; ++c) acc[r][c] = _mm512_fmadd_ps(p, v[c], acc[r][c]);
-      }
-    }
-    for (int r = 0; r < ROWS; ++r)
-      for (int c = 0; c < 4; ++c) _mm512_mask_storeu_ps(O + r * Dv + d0 + 16 * c, mk[c], acc[r][c]);
-  }
-}
-
 bool use_avx512() {
   static const bool on = std::strcmp(gemm_kernels().name, "avx512") == 0;
   return on;
 }
 #endif
-
-// Runs O = P V directly where it applies (see direct_pv_avx512); false: use gemm_range.
-[[maybe_unused]] bool direct_pv(const float* P, int64_t ldp, int64_t rows, int64_t nk, const void* V, int dt,
-                                int64_t ldv, int64_t sv, float* O, int64_t Dv) {
-#if defined(TSORCH_X86_KERNELS)
-  if (rows > kDirectPvRows || sv != 1 || !use_avx512()) return false;
-  switch (rows) {
-    case 1: direct_pv_avx512<1>(P, ldp, nk, V, dt, ldv, O, Dv); return true;
-    case 2: direct_pv_avx512<2>(P, ldp, nk, V, dt, ldv, O, Dv); return true;
-    case 3: direct_pv_avx512<3>(P, ldp, nk, V, dt, ldv, O, Dv); return true;
-    default: direct_pv_avx512<4>(P, ldp, nk, V, dt, ldv, O, Dv); return true;
-  }
-#else
-  return false;
-#endif
-}
 
 // Turns raw scores s[0..nk) for keys [k0, k0 + nk) of query (b, h, i) into probabilities (zero
 // for masked keys). Returns false when every key is masked (then the row is all zeros).
@@ -264,9 +205,9 @@ void sdpa(const SdpaArgs& a) {
       }
       if (any) {
         const void* vbase = at(a.v, b * a.vs[0] + g * a.vs[1] + k0 * a.vs[2]);
-        if (!direct_pv(S, nk, rows, nk, vbase, a.kv_dtype, a.vs[2], a.vs[3], O, a.Dv))
-          gemm_range(S, nk, rows, nk, BMatrix{vbase, a.kv_dtype, a.vs[2], a.vs[3]}, nullptr, O, a.Dv,
-                     0, a.Dv);
+        // Decode-sized products (few rows) take gemm_range's direct kernel, which streams V once
+        // and converts a half-precision cache in registers (no packing of the cache per step).
+        gemm_range(S, nk, rows, nk, BMatrix{vbase, a.kv_dtype, a.vs[2], a.vs[3]}, nullptr, O, a.Dv, 0, a.Dv);
         // A fully masked row must be exactly zero even if some v is inf or NaN.
         for (int64_t r = 0; r < rows; ++r)
           if (!live[r]) std::memset(O + r * a.Dv, 0, sizeof(float) * a.Dv);
