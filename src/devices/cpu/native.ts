@@ -40,11 +40,11 @@ export const DTYPE_CODE = { float32: 0, float16: 1, bfloat16: 2, int32: 3, int64
 
 export interface NativeCpu {
   /**
-   * Advise the kernel (Linux; elsewhere a no-op) to back the whole 2 MB pages inside `buf` with
-   * transparent huge pages. Only pages not yet touched are affected: call it on a fresh buffer,
-   * before writing to it. Never throws for a valid buffer (failures only cost speed).
+   * `nbytes` (>= 1) zero bytes of fresh anonymous memory that starts on a 2 MB boundary, its whole
+   * 2 MB pages advised for transparent huge pages (Linux), unmapped when the buffer is collected;
+   * null elsewhere or when the mapping fails. Throws RangeError for a non-positive size.
    */
-  adviseHugePages(buf: Buf): void;
+  allocateHuge(nbytes: number): ArrayBuffer | null;
 
   /**
    * Point the process's file descriptor 2 at /dev/null (for native libraries that print to stderr

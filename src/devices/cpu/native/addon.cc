@@ -15,6 +15,7 @@
 #include "cpu.h"
 #include "dtype.h"
 #include "graph.h"
+#include "huge_pages.h"
 #include "mmap.h"
 #include "napi_args.h"
 #include "ops.h"
@@ -66,15 +67,6 @@ napi_value ReadBandwidth(napi_env env, napi_callback_info info) {
     napi_set_element(env, arr, static_cast<uint32_t>(i), v);
   }
   return arr;
-}
-
-// adviseHugePages(buf): back the whole 2 MB pages inside buf with transparent huge pages.
-napi_value AdviseHugePages(napi_env env, napi_callback_info info) {
-  Args args(env, info, "adviseHugePages", 1);
-  const Buffer buf = args.buffer(0, "buf");
-  if (args.failed()) return nullptr;
-  advise_huge_pages(buf.data, buf.bytes);
-  return undefined(env);
 }
 
 // muteStderr(): point fd 2 at /dev/null; returns a duplicate of the old fd 2 for restoreStderr,
@@ -933,7 +925,7 @@ NAPI_MODULE_INIT() {
       {"numThreads", nullptr, NumThreads, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
       {"cpuFeatures", nullptr, CpuFeatures, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
       {"readBandwidth", nullptr, ReadBandwidth, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
-      {"adviseHugePages", nullptr, AdviseHugePages, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
+      {"allocateHuge", nullptr, AllocateHuge, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
       {"muteStderr", nullptr, MuteStderr, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
       {"restoreStderr", nullptr, RestoreStderr, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
       {"copy", nullptr, Copy, nullptr, nullptr, nullptr, napi_enumerable, nullptr},

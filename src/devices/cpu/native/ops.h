@@ -22,9 +22,6 @@ enum BinaryOp : int {
 };
 enum ReduceOp : int { kSum, kMean, kMax, kMin, kArgmax, kArgmin, kProd, kNumReduce };
 
-// huge_pages.cc
-void advise_huge_pages(void* p, size_t bytes);
-
 // copy.cc
 void copy(const void* src, int src_dtype, const Dims& src_strides, void* dst, int dst_dtype,
           const Dims& dst_strides, const Dims& shape);
