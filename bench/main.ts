@@ -6,7 +6,8 @@
  * may use; the report's "threads" is the size the pool really has. Bad flags: one line, exit 2.)
  *
  * Measures, on a local checkpoint (nothing is downloaded): prefill tokens/s (prompt 32, batch 1),
- * decode tokens/s (64 new tokens, batch 1 and batch 8; the first token is excluded), time to
+ * decode tokens/s (64 new tokens, batch 1 and batch 8, and batch 1 compiled: generate({ compile:
+ * true }), after one compiling call; the first token is excluded), time to
  * first token, peak RSS right after loading the weights and after the run (each also over the
  * checkpoint's size), linear GFLOPS at 1024x1024x1024 (float32 and bfloat16 weights) and GEMV
  * bandwidth at 4096x1024 (bfloat16 weights). With --peer-python (a Python with torch and
@@ -19,8 +20,8 @@
  *
  * Also (bench/host.ts): the CPU model, the kernels' instruction sets and the memory read bandwidth
  * (median of 5 streaming reads of 1 GiB over the same threads), and for each of `--dtypes`
- * (default: the stored dtype; e.g. auto,int8,int4) the batch-1 decode as a fraction of the
- * bandwidth limit (Linear weight bytes read per token / bandwidth). `--llamacpp DIR` (a folder with
+ * (default: the stored dtype; e.g. auto,int8,int4) the batch-1 decode, eager and compiled, as a
+ * fraction of the bandwidth limit (Linear weight bytes read per token / bandwidth). `--llamacpp DIR` (a folder with
  * node-llama-cpp installed) adds llama.cpp on the GGUFs in `--gguf-dir` (bench/llamacpp.ts; types
  * `--llamacpp-types`, default bf16,q8_0,q4_0), timed in a child process while this one waits.
  */
@@ -122,15 +123,15 @@ function weightBytesPerToken(model: { namedModules(): Iterable<[string, unknown]
 
 async function modelBench(dir: string, device: string, dtype = "auto") {
   const model = await AutoModelForCausalLM.fromPretrained(dir, { device, dtype: dtype as "auto" });
-  // The high-water mark so far: the process start plus loading (safetensors are memory-mapped).
+  // The high-water mark so far: the process start plus loading (each weight read once into host memory).
   const loadPeakRss = process.resourceUsage().maxRSS * 1024;
   const vocab = (model.config.vocab_size as number) ?? 32000;
   const opts = { maxNewTokens: NEW_TOKENS, doSample: false, eosTokenId: [] as number[] };
-  const decode = async (batch: number) => {
+  const decode = async (batch: number, compile = false) => {
     const ids = Array.from({ length: batch }, (_, b) => randomIds(PROMPT, vocab, 7 + b));
     const t0 = performance.now();
     let first = 0, steps = 0;
-    for await (const _ of model.generateStream(ids, opts)) {
+    for await (const _ of model.generateStream(ids, { ...opts, compile })) {
       if (steps++ === 0) first = performance.now();
     }
     const end = performance.now();
@@ -155,11 +156,15 @@ async function modelBench(dir: string, device: string, dtype = "auto") {
   }
   const b1 = await decode(1);
   const b8 = await decode(8);
+  // The same batch-1 decode compiled (static cache, one graph per step): the first call compiles.
+  await decode(1, true);
+  const c1 = await decode(1, true);
   return {
     prefill_tokens_per_s: prefill,
     prefill_logits_to_keep_1_tokens_per_s: median(prefillsLast),
     decode_tokens_per_s_batch1: b1.rate,
     decode_tokens_per_s_batch8: b8.rate,
+    decode_tokens_per_s_batch1_compiled: c1.rate,
     time_to_first_token_s: b1.ttft,
     load_peak_rss_bytes: loadPeakRss,
     peak_rss_bytes: process.resourceUsage().maxRSS * 1024,
@@ -224,7 +229,10 @@ if (values.compile) {
     for (const d of dtypes) {
       const r = await modelBench(values.model, values.device!, d);
       const limit = host.read_bandwidth_bytes_per_s / r.weight_bytes_per_token;
-      byDtype[d] = { ...r, bandwidth_limit_tokens_per_s: limit, decode_batch1_fraction_of_limit: r.decode_tokens_per_s_batch1 / limit };
+      byDtype[d] = {
+        ...r, bandwidth_limit_tokens_per_s: limit, decode_batch1_fraction_of_limit: r.decode_tokens_per_s_batch1 / limit,
+        decode_batch1_compiled_fraction_of_limit: r.decode_tokens_per_s_batch1_compiled / limit,
+      };
     }
     report.tsorch = byDtype[dtypes[0]];
     if (dtypes.length > 1) report.tsorch_dtypes = byDtype;
@@ -247,7 +255,11 @@ if (values.llamacpp) {
   const mine = (report.tsorch_dtypes ?? { [values.dtypes!.split(",")[0]]: report.tsorch }) as Record<string, Record<string, number>>;
   const pairs: [string, string][] = [["auto", "bf16"], ["bfloat16", "bf16"], ["int8", "q8_0"], ["int4", "q4_0"]];
   report.ratio_tsorch_over_llamacpp = Object.fromEntries(pairs.filter(([d, t]) => mine[d] && typeof peer[t]?.decode_tok_s === "number").map(([d, t]) => [
-    `${d}/${t}`, { prefill: mine[d].prefill_tokens_per_s / (peer[t].prefill_tok_s as number), decode_batch1: mine[d].decode_tokens_per_s_batch1 / (peer[t].decode_tok_s as number) },
+    `${d}/${t}`, {
+      prefill: mine[d].prefill_tokens_per_s / (peer[t].prefill_tok_s as number),
+      decode_batch1: mine[d].decode_tokens_per_s_batch1 / (peer[t].decode_tok_s as number),
+      decode_batch1_compiled: mine[d].decode_tokens_per_s_batch1_compiled / (peer[t].decode_tok_s as number),
+    },
   ]));
 }
 if (values.model && !values.compile) {
