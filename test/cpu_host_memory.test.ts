@@ -1,8 +1,8 @@
 /**
  * Host memory of the cpu device (devices/cpu/host_memory.ts): buffers from 2 MB on are zeroed,
  * sit on transparent huge pages where Linux has them on, pool like plain allocations and are
- * unmapped when collected; checkpoints loaded for models are read into such buffers rather than
- * mapped (hub/safetensors.ts loadCheckpoint).
+ * unmapped when collected; checkpoints loaded for cpu models are read into such buffers rather than
+ * mapped (hub/safetensors.ts loadCheckpoint, `readWeights`).
  */
 import assert from "node:assert/strict";
 import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
@@ -14,7 +14,9 @@ import { runInNewContext } from "node:vm";
 import { allocateHost } from "../src/devices/cpu/host_memory.js";
 import { loadCheckpoint } from "../src/hub/index.js";
 import * as T from "../src/index.js";
+import { AutoModelForCausalLM } from "../src/transformers/index.js";
 import { writeSafetensors } from "./helpers/mock_hub.js";
+import { missing, STORIES } from "./helpers/shared.js";
 
 const MiB = 1024 * 1024;
 const linux = process.platform === "linux";
@@ -57,7 +59,7 @@ test("written large allocations are backed by 2 MB pages, and given back when co
   assert.ok(await collectUntil(() => anonHuge() <= before + 2 * MiB), "unmapped once no view is reachable");
 });
 
-test("loadCheckpoint reads tensors into host memory (not a file mapping), once, with the file's values", () => {
+test("loadCheckpoint with readWeights reads tensors into host memory (not a file mapping), once, with the file's values", () => {
   const dir = mkdtempSync(join(tmpdir(), "tsorch-host-"));
   const big = Float32Array.from({ length: MiB }, (_, i) => (i % 977) * 0.25);
   const small = Float32Array.from({ length: 8 }, (_, i) => -i);
@@ -65,7 +67,7 @@ test("loadCheckpoint reads tensors into host memory (not a file mapping), once, 
     { name: "small", dtype: "F32", shape: [8], bytes: new Uint8Array(small.buffer) },
     { name: "big", dtype: "F32", shape: [1024, 1024], bytes: new Uint8Array(big.buffer) },
   ]);
-  return loadCheckpoint(dir).then((ckpt) => {
+  return loadCheckpoint(dir, undefined, undefined, { readWeights: true }).then((ckpt) => {
     const t = ckpt.get("big")!;
     assert.equal(t.bytes, t.bytes, "read once: the same buffer on every access");
     assert.ok(!linux || !mappedFiles().some((l) => l.includes(dir)), "the file is not mapped");
@@ -74,4 +76,10 @@ test("loadCheckpoint reads tensors into host memory (not a file mapping), once, 
     assert.deepEqual(new Float32Array(s.buffer, s.byteOffset, 8), small);
     rmSync(dir, { recursive: true });
   });
+});
+
+test("a model loaded on cpu as stored reads its checkpoint instead of mapping it", { skip: (!linux && "needs /proc/self/maps") || missing(STORIES) }, async () => {
+  const model = await AutoModelForCausalLM.fromPretrained(STORIES);
+  assert.ok(model.config, "loaded");
+  assert.ok(!mappedFiles().some((l) => l.includes(STORIES)), "the checkpoint file is not mapped");
 });

@@ -37,4 +37,11 @@ export interface Device {
    * command sequence. Without it, graphs run through `replayKernels` (./graph.ts).
    */
   compileGraph?(spec: GraphSpec): GraphExecutable;
+  /**
+   * Optional: true when kernels compute on uploaded host bytes in place (cpu), so weights that
+   * will be used as stored are best read into this device's own memory (which may sit on huge
+   * pages) rather than left in a file mapping; model loading then reads checkpoints
+   * (hub/safetensors.ts loadCheckpoint, `readWeights`).
+   */
+  readonly hostMemoryWeights?: boolean;
 }

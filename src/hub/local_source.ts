@@ -23,7 +23,7 @@ export const localSource: ModelSource = {
       throw new CheckpointError(`cannot read ${path}: ${(e as Error).message}`);
     }
   },
-  loadCheckpoint: (dir) => loadCheckpoint(dir),
+  loadCheckpoint: (dir, opts) => loadCheckpoint(dir, undefined, undefined, { readWeights: opts?.readWeights }),
 };
 
 setModelSource(localSource);

@@ -11,15 +11,18 @@
  * external buffers), or with `map: false`, each tensor is read from the file into its own host
  * buffer (devices/cpu/host_memory.ts) the first time its bytes are asked for.
  *
- * loadCheckpoint, which loads models, reads rather than maps: a cpu model computes on its weights
- * in place, and a decode step streams all of them. Read buffers sit on 2 MB pages, while a file
- * mapping gets 2 MB entries only where the page cache happens to hold 2 MB folios (on the host
- * measured, ext4 on Linux 6.18, 12% of a 1.2 GB checkpoint did): the Qwen3-0.6B-shaped bf16
- * decode step took 28 ms/token from read weights against 33 ms from the mapping (AMD EPYC Zen 5,
- * 2 threads, compiled). Reading costs ~0.25 s per GB from the page cache and the same memory a
- * fully used mapping does.
+ * loadCheckpoint maps too, except with `readWeights` (set by model loading for a device that
+ * computes on its weights in place, the cpu, when they are used as stored), where it reads: a
+ * decode step streams every weight, read buffers sit on 2 MB pages (devices/cpu/host_memory.ts),
+ * and a file mapping gets 2 MB entries only where the page cache happens to hold 2 MB folios (on
+ * the host measured, ext4 on Linux 6.18, 12% of a 1.2 GB checkpoint did): the Qwen3-0.6B-shaped
+ * bf16 decode step took 28 ms/token from read weights against 33 ms from the mapping (AMD EPYC
+ * Zen 5, 2 threads, compiled). Reading costs ~0.25 s per GB from the page cache and the memory a
+ * fully used mapping takes; checkpoints over READ_MAX_RAM_SHARE of the machine's memory are
+ * mapped all the same, so that models larger than RAM's comfortable share still load.
  */
-import { closeSync, existsSync, fstatSync, openSync, readSync } from "node:fs";
+import { closeSync, existsSync, fstatSync, openSync, readSync, statSync } from "node:fs";
+import { totalmem } from "node:os";
 import { constants as bufferConstants } from "node:buffer";
 import { join } from "node:path";
 import { allocateHost } from "../devices/cpu/host_memory.js";
@@ -32,6 +35,9 @@ import {
 import { headerLength, parseHeader, type HeaderEntry } from "./safetensors_header.js";
 
 export { SAFETENSORS_FILE, SAFETENSORS_INDEX_FILE, type RawTensor, type StoredDType } from "./safetensors_format.js";
+
+/** loadCheckpoint's `readWeights` reads only checkpoints up to this share of the machine's memory. */
+export const READ_MAX_RAM_SHARE = 0.5;
 
 /** How readSafetensors gets the bytes. */
 export interface ReadOptions {
@@ -132,24 +138,26 @@ function readExactly(fd: number, file: string, offset: number, nbytes: number): 
  * Read the tensors of the checkpoint in `dir`: the shards listed by model.safetensors.index.json
  * (its weight_map; result in weight_map order) if present, else model.safetensors (`file` and
  * `indexFile` name others, e.g. diffusers' diffusion_pytorch_model.safetensors). Only headers are
- * read here; each tensor is read into host memory when its bytes are first used (see above).
- * Throws CheckpointError when neither file exists (saying what was looked for), a shard file is
- * missing, a shard lacks a tensor the index assigns to it, or any file is malformed.
+ * read here. With `readWeights` each tensor is read into host memory when its bytes are first
+ * used, else the files are mapped (see above). Throws CheckpointError when neither file exists
+ * (saying what was looked for), a shard file is missing, a shard lacks a tensor the index assigns to it, or any file is malformed.
  */
-export async function loadCheckpoint(dir: string, file = SAFETENSORS_FILE, indexFile = `${file}.index.json`): Promise<Map<string, RawTensor>> {
+export async function loadCheckpoint(dir: string, file = SAFETENSORS_FILE, indexFile = `${file}.index.json`,
+  opts: { readWeights?: boolean } = {}): Promise<Map<string, RawTensor>> {
+  const read = (paths: string[]): ReadOptions => {
+    const bytes = paths.reduce((n, p) => n + statSync(p).size, 0);
+    return { map: !(opts.readWeights && bytes <= READ_MAX_RAM_SHARE * totalmem()) };
+  };
   const index = join(dir, indexFile);
   if (existsSync(index)) {
     const weightMap = await readWeightMap(index);
-    const shards = new Map<string, Map<string, RawTensor>>();
-    for (const shard of new Set(Object.values(weightMap))) {
-      const path = join(dir, shard);
-      if (!existsSync(path)) throw new CheckpointError(`${index}: missing shard file ${path}`);
-      shards.set(shard, readSafetensors(path, { map: false }));
-    }
-    return assembleShards(weightMap, shards, index);
+    const names = [...new Set(Object.values(weightMap))], paths = names.map((shard) => join(dir, shard));
+    for (const path of paths) if (!existsSync(path)) throw new CheckpointError(`${index}: missing shard file ${path}`);
+    const how = read(paths);
+    return assembleShards(weightMap, new Map(names.map((shard, i) => [shard, readSafetensors(paths[i], how)])), index);
   }
   const single = join(dir, file);
-  if (existsSync(single)) return readSafetensors(single, { map: false });
+  if (existsSync(single)) return readSafetensors(single, read([single]));
   throw new CheckpointError(`no safetensors checkpoint in ${dir}: looked for ${file} and ${indexFile}`);
 }
 

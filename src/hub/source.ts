@@ -28,6 +28,12 @@ export interface SourceOptions {
   progress?: boolean;
   /** Called as file bytes arrive (browser: every fetched file; Node: not called). */
   onProgress?: (p: DownloadProgress) => void;
+  /**
+   * Node, local checkpoints: read each tensor into host memory when first used instead of
+   * memory-mapping the files (loadCheckpoint's `readWeights`; model loading sets it for devices
+   * with hostMemoryWeights). Default false.
+   */
+  readWeights?: boolean;
 }
 
 export interface ModelSource {

@@ -50,9 +50,12 @@ export class AutoModelForCausalLM {
     // Pre-quantized checkpoints (GPTQ, AWQ, FP8 block-scaled) load as they are (quantization_config.ts).
     const hubQuant = hubQuantization(config);
     if (hubQuant && quantize) throw new Error(`dtype '${quantize}' quantizes float checkpoints; ${pathOrId} is already quantized (${hubQuant.method})`);
-    const weights = await source.loadCheckpoint(dir, opts);
     // int8 / int4 are quantized on cpu (quantizeBlocks is a cpu kernel), then moved to the device.
     const loadDevice = quantize ? await openDevice("cpu") : device;
+    // Weights a device computes on in place are read into its memory; converted ones (quantized,
+    // or another dtype) and uploads to other devices come from the file mapping.
+    const readWeights = loadDevice.hostMemoryWeights === true && !quantize && !hubQuant && dtype === undefined;
+    const weights = await source.loadCheckpoint(dir, { ...opts, readWeights });
     model.loadWeights(hubQuant ? prepareHubWeights(model, hubQuant, weights) : weights, loadDevice, dtype);
     if (quantize) quantizeLinears(model, quantize, device);
     if (loadDevice !== device) await model.to(device);

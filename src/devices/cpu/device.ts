@@ -25,6 +25,8 @@ const POOL_MAX_BYTES = 256 * 1024 * 1024;
 export class CpuDevice implements Device {
   readonly type = "cpu";
   readonly name = "cpu";
+  /** Weights are computed on in place: loading reads them into allocateHost memory (huge pages). */
+  readonly hostMemoryWeights = true;
   /**
    * Released buffers by size, reused by `allocate` (filled by tidy scopes, see tensor/scope.ts);
    * sizes in the order they were last released.
