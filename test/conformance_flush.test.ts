@@ -43,6 +43,9 @@ function binaryFtz(c: Case, fn: (a: number, b: number) => number | boolean): Out
 
 const EDGE_BINARY = "float32 edge x edge (broadcast [n,1] x [1,n])";
 
+/** Division as NVIDIA's driver computes it: a · rcp(b), the reciprocal flushed when subnormal. */
+const rcpDiv = (a: number, b: number) => a * flushF32(f(1 / b));
+
 test("flush rule: helpers flush float32 subnormals to sign-preserving zero, every input combination", () => {
   assert.ok(Object.is(flushF32(f(-1e-40)), -0) && flushF32(f(1e-40)) === 0 && flushF32(MIN_NORMAL_F32) === MIN_NORMAL_F32);
   const a = host("float32", [2], [f(1e-40), 1]), b = host("float32", [1], [2]), c = host("float32", [1], [f(-1e-40)]);
@@ -58,15 +61,14 @@ test("flush rule: helpers flush float32 subnormals to sign-preserving zero, ever
 });
 
 test("flush rule: the H200's results (sqrt, rsqrt, silu, arithmetic, comparisons on ±1e-40) pass only with the permission", () => {
-  const sigmoid = (x: number) => f(1 / (1 + Math.exp(-x)));
   const runs: [Case, Output[]][] = [
     [find("sqrt", "float32 edge values"), unaryFtz(find("sqrt", "float32 edge values"), Math.sqrt)],
     [find("rsqrt", "float32 edge values"), unaryFtz(find("rsqrt", "float32 edge values"), (x) => 1 / Math.sqrt(x))],
-    // silu as x * sigmoid(x): sigmoid(-88) = 6e-39 is flushed before the product.
-    [find("silu", "float32 edge values"), unaryFtz(find("silu", "float32 edge values"), (x) => x * flushF32(sigmoid(x)))],
+    // silu as x / (1 + e^-x) through the reciprocal: 1 / (1 + e^88) = 6e-39 is flushed before the product.
+    [find("silu", "float32 edge values"), unaryFtz(find("silu", "float32 edge values"), (x) => rcpDiv(x, f(1 + Math.exp(-x))))],
     [find("add", EDGE_BINARY), binaryFtz(find("add", EDGE_BINARY), (a, b) => a + b)],
     [find("mul", EDGE_BINARY), binaryFtz(find("mul", EDGE_BINARY), (a, b) => a * b)],
-    [find("div", EDGE_BINARY), binaryFtz(find("div", EDGE_BINARY), (a, b) => a / b)],
+    [find("div", EDGE_BINARY), binaryFtz(find("div", EDGE_BINARY), rcpDiv)],
     [find("maximum", EDGE_BINARY), binaryFtz(find("maximum", EDGE_BINARY), (a, b) => (Number.isNaN(a) || Number.isNaN(b) ? NaN : Math.max(a, b)))],
     [find("lt", EDGE_BINARY), binaryFtz(find("lt", EDGE_BINARY), (a, b) => a < b)],
     [find("eq", EDGE_BINARY), binaryFtz(find("eq", EDGE_BINARY), (a, b) => a === b)],

@@ -1,6 +1,8 @@
 /**
  * The conformance runner: every case on one device, outputs compared with the float64 references,
- * a per-op table and the pass rate (conformance-<device>.json holds the same as JSON).
+ * a per-op table and the pass rate (conformance-<device>.json holds the same as JSON). On a device
+ * that may flush float32 subnormals (Device.flushesSubnormals, e.g. webgpu as WGSL allows),
+ * arithmetic cases also accept their subnormal-flushed references (the rule: ./flush.ts).
  */
 import type { Device } from "../devices/device.js";
 import { registeredOps } from "../devices/kernels.js";
