@@ -1,7 +1,9 @@
 /**
  * The conformance suite's rule for devices that flush float32 subnormals (Device.flushesSubnormals
- * = "may", e.g. webgpu: WGSL lets an implementation flush subnormal inputs and outputs of f32
- * operations to zero, and NVIDIA drivers do; lavapipe and cpu keep them).
+ * = "may"): webgpu, where the WGSL spec (§ Floating Point Evaluation, gpuweb/gpuweb wgsl/index.bs)
+ * says "Any inputs or outputs of operations listed in [Floating Point Accuracy] may be flushed to
+ * zero" and "Other operations are required to preserve subnormal numbers"; NVIDIA's driver
+ * flushes (an H200: sqrt(1e-40) = 0, 0 / 1e-40 = NaN, 1e-40 == 0), lavapipe and cpu do not.
  *
  * On such a device, an element of a case that declares float arithmetic (Case.reference) passes
  * when it matches, within the case's tolerance, any of these references:
@@ -12,7 +14,8 @@
  *   - any of the above with its result flushed: got ±0 where some value within the tolerance of
  *     that reference is subnormal.
  * Anything else still fails (a result that equals no reference, e.g. 1e-40 + 0 returning 5e-41).
- * Cases without Case.reference are data movement (copies, casts, where, gather): bit-exact on
+ * Cases without Case.reference are data movement (copies, casts, where, gather: value conversions
+ * and select are not in WGSL's accuracy table, so they must preserve subnormals): bit-exact on
  * every device; so is every device without the permission.
  */
 import type { Expected } from "./case.js";
