@@ -43,6 +43,13 @@ export interface Case {
   /** A kernel only some devices have (e.g. cpu-only quantized weights): elsewhere the case is
    * listed as not run (Report.notRun) instead of failing. Undefined = every device must run it. */
   kernel?: OpName;
+  /**
+   * Float arithmetic: the reference recomputed from `inputs`, as a device that flushes float32
+   * subnormals would compute it (./flush.ts: the runner passes every combination of flushed
+   * inputs; float32 intermediates of a staged definition are flushed here). Absent: data movement
+   * (copies, casts, where), bit-exact on every device.
+   */
+  reference?: (inputs: HostTensor[]) => Expected[];
 }
 
 export function input(t: HostTensor, view: View = "contiguous"): Input {

@@ -1,11 +1,13 @@
 /**
  * The conformance runner: every case on one device, outputs compared with the float64 references,
- * a per-op table and the pass rate (conformance-<device>.json holds the same as JSON).
+ * a per-op table and the pass rate (conformance-<device>.json holds the same as JSON). On a device
+ * that may flush float32 subnormals (Device.flushesSubnormals, e.g. webgpu as WGSL allows),
+ * arithmetic cases also accept their subnormal-flushed references (the rule: ./flush.ts).
  */
 import type { Device } from "../devices/device.js";
 import { registeredOps } from "../devices/kernels.js";
-import type { Tensor } from "../tensor/tensor.js";
-import { place, type Case } from "./case.js";
+import type { DType } from "../tensor/dtype.js";
+import { place, type Case, type Expected } from "./case.js";
 import { blockQuantCases } from "./cases/block_quant.js";
 import { hubQuantCases } from "./cases/hub_quant.js";
 import { copyCases } from "./cases/copy.js";
@@ -15,6 +17,7 @@ import { nnCases } from "./cases/nn.js";
 import { quantCases } from "./cases/quant.js";
 import { reduceFamilyCases } from "./cases/reduce.js";
 import { spatialCases } from "./cases/spatial.js";
+import { flushedRatio, flushedReferences } from "./flush.js";
 import { errorRatio, num, type Value } from "./reference.js";
 
 /** Every conformance case. */
@@ -51,33 +54,57 @@ export interface Report {
   notRun: string[];
 }
 
+/** One output as read back from the device. */
+export interface Output {
+  dtype: DType;
+  shape: readonly number[];
+  values: ArrayLike<Value>;
+}
+
 async function check(c: Case, device: Device): Promise<CaseResult> {
-  const result = (passed: boolean, worst: number, reason?: string): CaseResult => ({ op: c.op, name: c.name, passed, worst, reason });
-  let got: { t: Tensor; values: ArrayLike<Value> }[];
+  let got: Output[];
   try {
     const out = c.run(c.inputs.map((i) => place(i, device)));
     const outs = Array.isArray(out) ? out : [out];
     got = [];
-    for (const t of outs) got.push({ t, values: (await t.data()) as ArrayLike<Value> });
+    for (const t of outs) got.push({ dtype: t.dtype, shape: t.shape, values: (await t.data()) as ArrayLike<Value> });
   } catch (e) {
     const err = e as Error;
-    if (!Array.isArray(c.expect) && err?.name === c.expect.throws) return result(true, 0);
-    return result(false, Infinity, `threw ${err?.name}: ${err?.message}`);
+    if (!Array.isArray(c.expect) && err?.name === c.expect.throws) return { op: c.op, name: c.name, passed: true, worst: 0 };
+    return { op: c.op, name: c.name, passed: false, worst: Infinity, reason: `threw ${err?.name}: ${err?.message}` };
   }
+  return compareOutputs(c, got, device.flushesSubnormals === "may");
+}
+
+/**
+ * Compare a case's outputs with its references. `flushes`: the device may flush float32
+ * subnormals (Device.flushesSubnormals), so cases with Case.reference also accept the flushed
+ * references of ./flush.ts, element by element.
+ */
+export function compareOutputs(c: Case, got: Output[], flushes: boolean): CaseResult {
+  const result = (passed: boolean, worst: number, reason?: string): CaseResult => ({ op: c.op, name: c.name, passed, worst, reason });
   if (!Array.isArray(c.expect)) return result(false, Infinity, `expected ${c.expect.throws}, nothing was thrown`);
   if (got.length !== c.expect.length) return result(false, Infinity, `${got.length} outputs, expected ${c.expect.length}`);
+  const magOf = (want: Expected, i: number) => {
+    const mag = want.mag?.[i];
+    const m = mag !== undefined && Number.isFinite(mag) ? mag : Math.abs(num(want.values[i]));
+    return Number.isFinite(m) ? m : 0;
+  };
+  let flushed: Expected[][] | undefined;
   let worst = 0;
   for (let k = 0; k < got.length; k++) {
-    const { t, values } = got[k], want = c.expect[k];
-    if (t.dtype !== want.dtype) return result(false, Infinity, `output ${k}: dtype ${t.dtype}, expected ${want.dtype}`);
-    if (t.shape.length !== want.shape.length || t.shape.some((s, i) => s !== want.shape[i])) {
-      return result(false, Infinity, `output ${k}: shape [${t.shape}], expected [${want.shape}]`);
+    const { values } = got[k], want = c.expect[k];
+    if (got[k].dtype !== want.dtype) return result(false, Infinity, `output ${k}: dtype ${got[k].dtype}, expected ${want.dtype}`);
+    if (got[k].shape.length !== want.shape.length || got[k].shape.some((s, i) => s !== want.shape[i])) {
+      return result(false, Infinity, `output ${k}: shape [${got[k].shape}], expected [${want.shape}]`);
     }
     for (let i = 0; i < want.values.length; i++) {
-      const mag = want.mag?.[i];
-      const m = mag !== undefined && Number.isFinite(mag) ? mag : Math.abs(num(want.values[i]));
-      const r = errorRatio(values[i], want.values[i], c.tol, Number.isFinite(m) ? m : 0);
-      if (!(r <= 1)) return result(false, r, `output ${k}[${i}]: got ${values[i]}, expected ${want.values[i]}`);
+      let r = errorRatio(values[i], want.values[i], c.tol, magOf(want, i));
+      if (!(r <= 1) && flushes && c.reference) {
+        flushed ??= flushedReferences(c.reference, c.inputs.map((inp) => inp.t));
+        for (const ref of [want, ...flushed.map((e) => e[k])]) r = Math.min(r, flushedRatio(values[i], ref.values[i], c.tol, magOf(ref, i)));
+      }
+      if (!(r <= 1)) return result(false, r, `output ${k}[${i}]: got ${values[i]}, expected ${want.values[i]}${flushed ? " (or its subnormal-flushed references)" : ""}`);
       worst = Math.max(worst, r);
     }
   }

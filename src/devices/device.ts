@@ -17,6 +17,13 @@ export interface Device {
   readonly type: string;
   /** Full name, e.g. "cpu" or "webgpu:0"; what `tensor.device.name` prints. */
   readonly name: string;
+  /**
+   * "may": float32 arithmetic on this device may flush subnormal inputs and outputs of each
+   * operation to (sign-preserving) zero, as WGSL allows (WGSL spec, floating-point evaluation);
+   * data movement (copies, casts, select) keeps every bit. Absent: exact IEEE-754 subnormals (cpu).
+   * The conformance runner (src/conformance/flush.ts) reads it; nothing else branches on it.
+   */
+  readonly flushesSubnormals?: "may";
   /** Allocate `nbytes` of uninitialised memory (nbytes may be 0). */
   allocate(nbytes: number): Storage;
   /**

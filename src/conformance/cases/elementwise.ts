@@ -2,6 +2,7 @@
 import * as T from "../../tensor/ops.js";
 import type { DType } from "../../tensor/dtype.js";
 import type { Tensor } from "../../tensor/tensor.js";
+import { flushF32 } from "../flush.js";
 import { exact, floats, input, Rng, ulps, type Case, type Expected, type Input } from "../case.js";
 import { at, broadcastShape, cast, castTensor, cpow, EXACT, host, num, numel, UNARY_REF, unravel, type HostTensor, type Tolerance, type Value } from "../reference.js";
 
@@ -9,6 +10,15 @@ import { at, broadcastShape, cast, castTensor, cpow, EXACT, host, num, numel, UN
 export const EDGE = [0, -0, 1, -1, 0.5, -2.5, 3, 1e-40, -1e-40, 1.4e-45, 1e-30, 3e38, -3e38, 1e30, -1e10, 88, -88, 100, -100, Infinity, -Infinity, NaN].map(Math.fround);
 
 type UnaryName = keyof typeof UNARY_REF;
+
+/**
+ * x / y as a device that flushes subnormals may compute it (../flush.ts): WGSL bounds the error of
+ * x / y only for |y| in [2^-126, 2^126]; beyond, NVIDIA computes x · (1 / y) with 1 / y subnormal,
+ * flushed (100 / 3e38 = 0 there).
+ */
+function flushedDiv(a: number, b: number): number {
+  return Math.abs(b) > 2 ** 126 && Number.isFinite(b) ? a * flushF32(Math.fround(1 / b)) : a / b;
+}
 
 /** Per-op tolerance and the magnitude its error scales with (x: input, y: exact result). */
 const UNARY_TOL: Record<UnaryName, { ulps: number; mag?: (x: number, y: number) => number; atol?: number }> = {
@@ -34,15 +44,24 @@ function unaryCase(op: UnaryName, name: string, inp: Input): Case {
     return { op, name, inputs: [inp], run: ([a]) => T.neg(a), expect: [{ dtype: x.dtype, shape: x.shape, values }], tol: EXACT };
   }
   const outDtype: DType = x.dtype === "float16" || x.dtype === "bfloat16" ? x.dtype : "float32";
-  const xs = x.values.map((v) => num(cast(v, x.dtype, "float32")));
-  const f = UNARY_REF[op];
-  const ys = xs.map(f);
   const t = UNARY_TOL[op];
   const tol: Tolerance = t.ulps === 0 ? EXACT : ulps(t.ulps, outDtype, t.atol);
-  const mag = t.mag ? xs.map((v, i) => t.mag!(v, ys[i])) : undefined;
+  const expect = (f: (x: number) => number) => ([u]: HostTensor[]): Expected[] => {
+    const xs = u.values.map((v) => num(cast(v, u.dtype, "float32")));
+    const ys = xs.map(f);
+    return [floats(outDtype, u.shape, ys, t.mag ? xs.map((v, i) => t.mag!(v, ys[i])) : undefined)];
+  };
   const fn = (T as unknown as Record<string, (x: Tensor) => Tensor>)[op];
-  return { op, name, inputs: [inp], run: ([a]) => fn(a), expect: [floats(outDtype, x.shape, ys, mag)], tol };
+  return { op, name, inputs: [inp], run: ([a]) => fn(a), expect: expect(UNARY_REF[op])([x]), tol, reference: expect(UNARY_STAGED[op] ?? UNARY_REF[op]) };
 }
+
+/**
+ * Unary ops as a device that flushes float32 subnormals may compute them (../flush.ts): silu(x) =
+ * x / (1 + e^-x) divides by more than 2^126 for x < -87.3 (flushedDiv: silu(-88) = 0 on NVIDIA).
+ */
+const UNARY_STAGED: Partial<Record<UnaryName, (x: number) => number>> = {
+  silu: (x) => flushedDiv(x, Math.fround(1 + Math.exp(-x))),
+};
 
 function unaryCases(rng: Rng): Case[] {
   const cases: Case[] = [];
@@ -111,8 +130,11 @@ function intOp(op: BinaryName, a: bigint, b: bigint): bigint | boolean {
   }
 }
 
-/** Reference of a tensor-tensor binary op with the front-end's promotion rules. */
-function binaryExpect(op: BinaryName, a: HostTensor, b: HostTensor): { expect: Expected; tol: Tolerance } {
+/**
+ * Reference of a tensor-tensor binary op with the front-end's promotion rules (`flushing`: as a
+ * device that flushes float32 subnormals computes it, see flushedDiv).
+ */
+function binaryExpect(op: BinaryName, a: HostTensor, b: HostTensor, flushing = false): { expect: Expected; tol: Tolerance } {
   let dtype = promote(a.dtype, b.dtype);
   if (op === "div" && (dtype === "int32" || dtype === "int64" || dtype === "bool")) dtype = "float32";
   if (dtype === "bool" && !COMPARISONS.has(op)) dtype = "int64";
@@ -129,7 +151,7 @@ function binaryExpect(op: BinaryName, a: HostTensor, b: HostTensor): { expect: E
       r = intOp(op, BigInt(x), BigInt(y));
       if (typeof r === "bigint") r = compute === "int32" ? Number(BigInt.asIntN(32, r)) : BigInt.asIntN(64, r);
     } else {
-      r = floatOp(op, num(x), num(y));
+      r = flushing && op === "div" ? flushedDiv(num(x), num(y)) : floatOp(op, num(x), num(y));
       if (op === "pow") mag.push(Math.abs(r as number) * (1 + Math.abs(num(y) * Math.log(Math.abs(num(x))))));
     }
     values.push(typeof r === "boolean" ? (r ? 1 : 0) : r);
@@ -148,15 +170,16 @@ const BINARY_FNS: Record<BinaryName, (a: Tensor | number, b: Tensor | number) =>
 
 function binaryCase(op: BinaryName, name: string, a: Input, b: Input): Case {
   const { expect, tol } = binaryExpect(op, a.t, b.t);
-  return { op, name, inputs: [a, b], run: ([x, y]) => BINARY_FNS[op](x, y), expect: [expect], tol };
+  return { op, name, inputs: [a, b], run: ([x, y]) => BINARY_FNS[op](x, y), expect: [expect], tol, reference: ([x, y]) => [binaryExpect(op, x, y, true).expect] };
 }
 
 /** `tensor op scalar`: the scalar becomes a 0-d tensor of the tensor's dtype (float32 for a fraction with ints). */
 function scalarCase(op: BinaryName, name: string, a: Input, s: number): Case {
   const sd: DType = a.t.dtype === "float32" || a.t.dtype === "float16" || a.t.dtype === "bfloat16" ? a.t.dtype
     : Number.isInteger(s) && a.t.dtype !== "bool" ? a.t.dtype : "float32";
-  const { expect, tol } = binaryExpect(op, a.t, host(sd, [], [cast(s, "float32", sd)]));
-  return { op, name, inputs: [a], run: ([x]) => BINARY_FNS[op](x, s), expect: [expect], tol };
+  const scalar = host(sd, [], [cast(s, "float32", sd)]);
+  const { expect, tol } = binaryExpect(op, a.t, scalar);
+  return { op, name, inputs: [a], run: ([x]) => BINARY_FNS[op](x, s), expect: [expect], tol, reference: ([x]) => [binaryExpect(op, x, scalar, true).expect] };
 }
 
 const INT32_EDGE = [0, 1, -1, 7, -7, 2147483647, -2147483648, 65536, 3];

@@ -98,7 +98,7 @@ const REDUCE_FNS: Record<ReduceName, (x: Tensor, dim?: number, keepdim?: boolean
 function reduceCase(op: ReduceName, name: string, x: Input, dim?: number, keepdim = false): Case {
   const expect = reduceExpect(op, x.t, dim, keepdim);
   const tol = op === "prod" ? ulps(2, expect.dtype) : op === "sum" || op === "mean" ? ulps(4, expect.dtype) : EXACT;
-  return { op, name, inputs: [x], run: ([a]) => REDUCE_FNS[op](a, dim, keepdim), expect: [expect], tol };
+  return { op, name, inputs: [x], run: ([a]) => REDUCE_FNS[op](a, dim, keepdim), expect: [expect], tol, reference: ([u]) => [reduceExpect(op, u, dim, keepdim)] };
 }
 
 function reduceCases(rng: Rng): Case[] {
@@ -133,7 +133,12 @@ function reduceCases(rng: Rng): Case[] {
 // ------------------------------------------------------------------ cumsum
 
 function cumsumCase(name: string, x: Input, dim: number): Case {
-  const t = x.t;
+  const isFloat = x.t.dtype === "float32" || x.t.dtype === "float16" || x.t.dtype === "bfloat16";
+  const tol = isFloat ? ulps(4, x.t.dtype === "float32" ? "float32" : x.t.dtype) : EXACT;
+  return { op: "cumsum", name, inputs: [x], run: ([a]) => T.cumsum(a, dim), expect: [cumsumExpect(x.t, dim)], tol, reference: ([u]) => [cumsumExpect(u, dim)] };
+}
+
+function cumsumExpect(t: HostTensor, dim: number): Expected {
   const isFloat = t.dtype === "float32" || t.dtype === "float16" || t.dtype === "bfloat16";
   const compute: DType = isFloat ? "float32" : "int64";
   const d = dim < 0 ? dim + t.shape.length : dim;
@@ -151,8 +156,7 @@ function cumsumCase(name: string, x: Input, dim: number): Case {
     }
   }
   const dtype: DType = isFloat ? (t.dtype === "float32" ? "float32" : t.dtype) : "int64";
-  const expect: Expected = isFloat ? floats(dtype, t.shape, values as number[], mag) : { dtype, shape: t.shape, values };
-  return { op: "cumsum", name, inputs: [x], run: ([a]) => T.cumsum(a, dim), expect: [expect], tol: isFloat ? ulps(4, dtype) : EXACT };
+  return isFloat ? floats(dtype, t.shape, values as number[], mag) : { dtype, shape: t.shape, values };
 }
 
 function cumsumCases(rng: Rng): Case[] {
@@ -172,7 +176,12 @@ function cumsumCases(rng: Rng): Case[] {
 // ------------------------------------------------------------------ softmax
 
 function softmaxCase(name: string, x: Input, dim: number, log: boolean): Case {
-  const t = x.t;
+  const dtype: DType = x.t.dtype === "float16" || x.t.dtype === "bfloat16" ? x.t.dtype : "float32";
+  const op = log ? "logSoftmax" : "softmax";
+  return { op, name, inputs: [x], run: ([a]) => (log ? T.logSoftmax : T.softmax)(a, dim), expect: [softmaxExpect(x.t, dim, log)], tol: ulps(4, dtype), reference: ([u]) => [softmaxExpect(u, dim, log)] };
+}
+
+function softmaxExpect(t: HostTensor, dim: number, log: boolean): Expected {
   const isFloat = t.dtype === "float32" || t.dtype === "float16" || t.dtype === "bfloat16";
   const dtype: DType = isFloat ? t.dtype : "float32";
   const d = dim < 0 ? dim + t.shape.length : dim;
@@ -196,8 +205,7 @@ function softmaxCase(name: string, x: Input, dim: number, log: boolean): Case {
       mag[k] = log ? Math.abs(z) + Math.abs(lse) + 1 : (Math.exp(z) / s) * (1 + Math.abs(z));
     });
   }
-  const op = log ? "logSoftmax" : "softmax";
-  return { op, name, inputs: [x], run: ([a]) => (log ? T.logSoftmax : T.softmax)(a, dim), expect: [floats(dtype, t.shape, values, mag)], tol: ulps(4, dtype) };
+  return floats(dtype, t.shape, values, mag);
 }
 
 function softmaxCases(rng: Rng): Case[] {

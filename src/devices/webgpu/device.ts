@@ -30,6 +30,8 @@ class WebGPUStorage implements Storage {
 export class WebGPUDevice implements Device {
   readonly type = "webgpu";
   readonly name = "webgpu";
+  /** WGSL lets f32 operations flush subnormals; NVIDIA drivers do (lavapipe does not). */
+  readonly flushesSubnormals = "may" as const;
   readonly allocator: Allocator;
   readonly dispatcher: Dispatcher;
   /**
