@@ -64,6 +64,13 @@ const linearGroup: KernelSignatures["linearGroup"] = (x, norm, ws, outs, epilogu
     epilogue ? program(epilogue) : null, epilogue?.length ?? 0);
 };
 
+/** rotaryKVWrite on cpu: one addon call (the eager rotary and pagedKVWrite kernels, the rotated k never stored). */
+const rotaryKVWrite: KernelSignatures["rotaryKVWrite"] = (q, qOut, k, v, cos, sin, kc, vc, slots, rows = null) => {
+  const [B, L, Hkv, D] = k.shape, [N, bs] = kc.shape;
+  native().rotaryKVWrite(q ? buf(q) : null, qOut ? buf(qOut) : null, buf(k), buf(v), buf(cos), buf(sin), buf(kc), buf(vc), buf(slots),
+    rows ? buf(rows) : null, rows ? code(rows) : 0, B, L, q ? q.shape[2] : 0, Hkv, D, vc.shape[3], last(cos), rows ? cos.shape[0] : 0, N, bs, code(kc));
+};
+
 export function cpuKernels(): Partial<KernelSignatures> {
   return {
     copy: (src, dst) => native().copy(buf(src), code(src), strides(src), buf(dst), code(dst), strides(dst), shape(src)),
@@ -141,5 +148,6 @@ export function cpuKernels(): Partial<KernelSignatures> {
     topk: (x, k, values, indices) => native().topk(buf(x), buf(values), buf(indices), rowsOf(x), last(x), k),
     fusedElementwise,
     linearGroup,
+    rotaryKVWrite,
   };
 }

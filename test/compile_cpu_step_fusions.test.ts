@@ -1,0 +1,104 @@
+/**
+ * compile's decode-step fusions on cpu against eager (same values within 1e-5; the fused kernels
+ * run the eager kernels' arithmetic):
+ * - rotary + KV write (compile/passes/rotary_kv.ts, native rotary_kv_write.cc): q's and k's rotary
+ *   and the paged KV write as one rotaryKVWrite call, float32 and bfloat16 pools, with and without
+ *   q's rotary, and the rotated k read elsewhere (no fusion);
+ * - rotary gather (compile/passes/rotary_gather.ts, rotaryKVWrite's rows): the cos/sin gathers by
+ *   position folded in (int32 and int64 positions), a position outside the tables still throwing
+ *   embedding's RangeError.
+ */
+import assert from "node:assert/strict";
+import { test } from "node:test";
+import * as torch from "../src/index.js";
+import { pagedKVWrite } from "../src/tensor/paged_attention.js";
+import { maxAbsDiff } from "./helpers/shared.js";
+import { graphLog } from "./helpers/graph_log.js";
+import { lcgValues } from "./helpers/lcg.js";
+
+function rand(shape: number[], seed: number): torch.Tensor {
+  return torch.tensor(lcgValues(shape.reduce((a, b) => a * b, 1), seed), { shape });
+}
+
+/** The kernel calls compile logged (TSORCH_LOGS=graph) for the first call of `f`. */
+function kernelCalls(f: () => void): number {
+  const logged = graphLog(f);
+  const m = /: (\d+) kernel calls/.exec(logged);
+  assert.ok(m, logged);
+  return Number(m[1]);
+}
+
+async function close(got: torch.Tensor[], want: torch.Tensor[], what: string): Promise<void> {
+  assert.equal(got.length, want.length, what);
+  for (const [i, g] of got.entries()) {
+    const [a, b] = [Array.from(await g.data(), Number), Array.from(await want[i].data(), Number)];
+    assert.equal(a.length, b.length, `${what}[${i}]: length`);
+    const d = maxAbsDiff(a, b);
+    assert.ok(d <= 1e-5, `${what}[${i}]: max |compiled - eager| = ${d}`);
+  }
+}
+
+test("compile: on cpu, q's and k's rotary and the paged KV write run as one rotaryKVWrite, within 1e-5 of eager", async () => {
+  const [Hq, Hk, D] = [4, 2, 8];
+  const step = (withQuery: boolean, keepKey: boolean) => (q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
+    slots: torch.Tensor, kc: torch.Tensor, vc: torch.Tensor) => {
+    const qr = withQuery ? torch.applyRotary(q, cos, sin) : q.mul(1);
+    const kr = torch.applyRotary(k, cos, sin);
+    pagedKVWrite(kr.reshape([k.shape[1], Hk, D]), v, kc, vc, slots);
+    return keepKey ? [qr, kr] : [qr];
+  };
+  // [L, rotary dims R, with q's rotary, k's rotated values returned too, pool dtype, kernel calls]
+  const cases = [[1, 8, true, false, "float32", 1], [5, 4, true, false, "float32", 1], [1, 8, true, false, "bfloat16", 1],
+    [3, 8, false, false, "float32", 2], [2, 8, true, true, "float32", 3]] as const;
+  for (const [L, R, withQuery, keepKey, dtype, calls] of cases) {
+    torch.compiler.reset();
+    const f = torch.compile(step(withQuery, keepKey));
+    const args = (seed: number) => {
+      const slots = torch.tensor(Int32Array.from({ length: L }, (_, i) => (seed * 3 + i * 5) % 16), { shape: [L], dtype: "int32" });
+      return [rand([1, L, Hq, D], seed), rand([1, L, Hk, D], seed + 1), rand([L, Hk, D], seed + 2), rand([1, L, R], seed + 3), rand([1, L, R], seed + 4), slots] as const;
+    };
+    const pools = () => [torch.zeros([2, 8, Hk, D], { dtype }), torch.zeros([2, 8, Hk, D], { dtype })] as const;
+    assert.equal(kernelCalls(() => f(...args(1), ...pools())), calls, `L ${L}, R ${R}, ${dtype}: kernel calls`);
+    for (const seed of [2, 3]) {
+      const [mine, theirs] = [pools(), pools()];
+      const got = f(...args(seed), ...mine) as torch.Tensor[];
+      const want = step(withQuery, keepKey)(...args(seed), ...theirs);
+      await close([...got, ...mine], [...want, ...theirs], `L ${L}, R ${R}, ${dtype}, query ${withQuery}, key kept ${keepKey}, seed ${seed}`);
+    }
+  }
+});
+
+test("compile: on cpu, the rotary cos/sin gathers by position fold into rotaryKVWrite, within 1e-5 of eager", async () => {
+  const [Hq, Hk, D, R, P] = [4, 2, 8, 8, 32];
+  const step = (q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, positions: torch.Tensor, cosT: torch.Tensor, sinT: torch.Tensor,
+    slots: torch.Tensor, kc: torch.Tensor, vc: torch.Tensor) => {
+    const [cos, sin] = [torch.embedding(positions, cosT), torch.embedding(positions, sinT)];
+    const qr = torch.applyRotary(q, cos, sin);
+    const kr = torch.applyRotary(k, cos, sin);
+    pagedKVWrite(kr.reshape([k.shape[1], Hk, D]), v, kc, vc, slots);
+    return [qr];
+  };
+  const [cosT, sinT] = [rand([P, R], 7), rand([P, R], 8)];
+  let posDtype: "int32" | "int64" = "int32";
+  const args = (L: number, seed: number, pos: number[]) => [rand([1, L, Hq, D], seed), rand([1, L, Hk, D], seed + 1), rand([L, Hk, D], seed + 2),
+    torch.tensor(posDtype === "int64" ? pos.map(BigInt) : Int32Array.from(pos), { shape: [1, L], dtype: posDtype }), cosT, sinT,
+    torch.tensor(Int32Array.from(pos, (p) => p % 16), { shape: [L], dtype: "int32" })] as const;
+  const pools = () => [torch.zeros([2, 8, Hk, D]), torch.zeros([2, 8, Hk, D])] as const;
+  const check = async (f: typeof step, L: number, seed: number, pos: number[], what: string) => {
+    const [mine, theirs] = [pools(), pools()];
+    const got = f(...args(L, seed, pos), ...mine) as torch.Tensor[];
+    await close([...got, ...mine], [...step(...args(L, seed, pos), ...theirs), ...theirs], what);
+  };
+  for (const [L, pos, dtype] of [[1, [9], "int32"], [3, [30, 2, 17], "int32"], [2, [4, 31], "int64"]] as const) {
+    posDtype = dtype;
+    torch.compiler.reset();
+    const f = torch.compile(step);
+    assert.equal(kernelCalls(() => f(...args(L, 1, [...pos]), ...pools())), 1, `L ${L}: one call (no gathers)`);
+    await check(f, L, 2, [...pos], `L ${L}`);
+    await check(f, L, 3, pos.map((p) => (p + 5) % P), `L ${L}, new positions`);
+    // A position outside the tables: embedding's RangeError, as eager throws.
+    const bad = [...pos.slice(1), P + 3];
+    assert.throws(() => step(...args(L, 4, bad), ...pools()), RangeError, `eager, L ${L}: position ${P + 3} of ${P}`);
+    assert.throws(() => f(...args(L, 4, bad), ...pools()), /out of range \[0, 32\)/, `compiled, L ${L}: position ${P + 3} of ${P}`);
+  }
+});
