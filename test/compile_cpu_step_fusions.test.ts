@@ -4,6 +4,10 @@
  * - rotary + KV write (compile/passes/rotary_kv.ts, native rotary_kv_write.cc): q's and k's rotary
  *   and the paged KV write as one rotaryKVWrite call, float32 and bfloat16 pools, with and without
  *   q's rotary, and the rotated k read elsewhere (no fusion);
+ * - linear + argmax (compile/passes/linear_argmax.ts, native linear_argmax.cc): the final norm, the
+ *   LM head and the argmax in one call with eager's ids for float32 and bfloat16 weights, one to
+ *   many rows (the direct and the packed GEMM), a head wide enough to split over the pool, ties
+ *   (the first maximum), NaN logits (the first NaN); logits read elsewhere keep their kernels;
  * - rotary gather (compile/passes/rotary_gather.ts, rotaryKVWrite's rows): the cos/sin gathers by
  *   position folded in (int32 and int64 positions), a position outside the tables still throwing
  *   embedding's RangeError.
@@ -101,4 +105,53 @@ test("compile: on cpu, the rotary cos/sin gathers by position fold into rotaryKV
     assert.throws(() => step(...args(L, 4, bad), ...pools()), RangeError, `eager, L ${L}: position ${P + 3} of ${P}`);
     assert.throws(() => f(...args(L, 4, bad), ...pools()), /out of range \[0, 32\)/, `compiled, L ${L}: position ${P + 3} of ${P}`);
   }
+});
+
+const ids = async (t: torch.Tensor) => Array.from(await t.data(), Number);
+
+test("compile: on cpu, the final norm, a linear and its argmax run as one linearArgmax with eager's ids", async () => {
+  const head = (x: torch.Tensor, g: torch.Tensor, w: torch.Tensor) => torch.argmax(torch.linear(torch.rmsNorm(x, g, 1e-5), w), -1, true);
+  const bare = (x: torch.Tensor, w: torch.Tensor) => torch.argmax(torch.linear(x, w), -1);
+  // [rows, N, K, weight dtype]: one row (a decode step), a few, and 40 rows (prefill's packed GEMM); N up to 5000 (split over tasks).
+  const shapes = [[1, 5000, 64, "float32"], [1, 3001, 48, "bfloat16"], [3, 100, 32, "float32"], [40, 77, 16, "bfloat16"], [2, 40, 30, "float32"]] as const;
+  for (const [M, N, K, dtype] of shapes) {
+    torch.compiler.reset();
+    const f = torch.compile(head), fb = torch.compile(bare);
+    const gain = rand([K], M + 10), weight = rand([N, K], N + 11).to(dtype);
+    assert.equal(kernelCalls(() => f(rand([M, K], 1), gain, weight)), 1, `${M}x${N}x${K} ${dtype}: one call`);
+    assert.equal(kernelCalls(() => fb(rand([M, K], 1), weight)), 1, `${M}x${N}x${K} ${dtype} without a norm: one call`);
+    for (const s of [20, 30]) {
+      const input = rand([M, K], s);
+      assert.deepEqual(await ids(f(input, gain, weight) as torch.Tensor), await ids(head(input, gain, weight)), `${M}x${N}x${K} ${dtype}, input ${s}`);
+      assert.deepEqual(await ids(fb(input, weight) as torch.Tensor), await ids(bare(input, weight)), `${M}x${N}x${K} ${dtype} without a norm, input ${s}`);
+    }
+  }
+  // Ties: columns 5, 2037 and 4070 are one weight row (equal logits, the largest; in different tasks): the first wins.
+  const [M, N, K] = [2, 4096, 16];
+  const wv = lcgValues(N * K, 40).map((v) => v * 0.1);
+  for (const c of [5, 2037, 4070]) wv.set(Array.from({ length: K }, () => 1), c * K);
+  const w = torch.tensor(wv, { shape: [N, K] });
+  const x = torch.tensor(new Float32Array(M * K).fill(0.5), { shape: [M, K] });
+  torch.compiler.reset();
+  const fb = torch.compile(bare);
+  fb(x, w);
+  assert.deepEqual(await ids(fb(x, w) as torch.Tensor), [5, 5], "ties: the first maximum");
+  // NaN weight rows: their logits are NaN, and argmax returns the first NaN as eager does.
+  const nan = wv.slice();
+  nan[3000 * K + 3] = NaN;
+  nan[3900 * K] = NaN;
+  const wn = torch.tensor(nan, { shape: [N, K] });
+  assert.deepEqual(await ids(fb(x, wn) as torch.Tensor), await ids(bare(x, wn)), "NaN logits: eager's pick");
+  assert.deepEqual(await ids(fb(x, wn) as torch.Tensor), [3000, 3000], "NaN logits: the first NaN");
+  // Logits also returned: the linear and the argmax stay two kernels.
+  const both = (x: torch.Tensor, w: torch.Tensor) => {
+    const logits = torch.linear(x, w);
+    return [logits, torch.argmax(logits, -1)];
+  };
+  torch.compiler.reset();
+  const f2 = torch.compile(both);
+  assert.equal(kernelCalls(() => f2(x, w)), 2, "logits returned: linear + argmax");
+  const [l2, i2] = f2(x, wn) as torch.Tensor[];
+  assert.deepEqual(await ids(i2), [3000, 3000]);
+  assert.equal(l2.shape.join(), `${M},${N}`);
 });

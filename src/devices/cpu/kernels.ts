@@ -71,6 +71,11 @@ const rotaryKVWrite: KernelSignatures["rotaryKVWrite"] = (q, qOut, k, v, cos, si
     rows ? buf(rows) : null, rows ? code(rows) : 0, B, L, q ? q.shape[2] : 0, Hkv, D, vc.shape[3], last(cos), rows ? cos.shape[0] : 0, N, bs, code(kc));
 };
 
+/** linearArgmax on cpu: one addon call (one pool job for few rows: the norm, the LM head and the per-task argmax). */
+const linearArgmax: KernelSignatures["linearArgmax"] = (x, norm, w, out) =>
+  native().linearArgmax(buf(x), x.shape[0], x.shape[1], norm ? buf(norm.weight) : null, norm ? code(norm.weight) : 0, norm?.eps ?? 0, norm?.offset ?? 0,
+    buf(w), code(w), w.shape[0], buf(out));
+
 export function cpuKernels(): Partial<KernelSignatures> {
   return {
     copy: (src, dst) => native().copy(buf(src), code(src), strides(src), buf(dst), code(dst), strides(dst), shape(src)),
@@ -149,5 +154,6 @@ export function cpuKernels(): Partial<KernelSignatures> {
     fusedElementwise,
     linearGroup,
     rotaryKVWrite,
+    linearArgmax,
   };
 }

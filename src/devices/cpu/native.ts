@@ -173,6 +173,14 @@ export interface NativeCpu {
     N: number, bs: number, kvDtype: number): void;
 
   /**
+   * compile's linear + argmax (linearArgmax): out[m] (int64 [M]) = argmax over n of
+   * (n(x) @ w^T)[m, n] as reduce's argmax (the first NaN, else the first maximum); x float32
+   * [M, K], n the RMS norm of linearGroup (normW null: none), w [N, K] of wDtype.
+   */
+  linearArgmax(x: Buf, M: number, K: number, normW: Buf | null, normDtype: number, eps: number, offset: number,
+    w: Buf, wDtype: number, N: number, out: Buf): void;
+
+  /**
    * Batched float32 matmul with arbitrary strides: for b < batch,
    * out[b, m, n] = sum_k a[b*as0 + m*as1 + k*as2] * bm[b*bs0 + k*bs1 + n*bs2];
    * out contiguous [batch, M, N].

@@ -75,4 +75,22 @@ void rotary_kv_write(const RotaryKVWriteArgs& a);
 
 napi_value RotaryKVWriteExport(napi_env env, napi_callback_info info);
 
+// A greedy step's head (linear_argmax.cc): out[m] = argmax over n of (n(x) @ w^T)[m, n], the first
+// NaN else the first maximum (reduce's argmax); x float32 [M, K], n as LinearGroupArgs' norm, w
+// [N, K] of w_dtype, out int64 [M].
+struct LinearArgmaxArgs {
+  const float* x = nullptr;
+  int64_t M = 0, K = 0;
+  const void* norm_w = nullptr;
+  int norm_dtype = 0;
+  float eps = 0, offset = 0;
+  const void* w = nullptr;
+  int w_dtype = 0;
+  int64_t N = 0;
+  int64_t* out = nullptr;
+};
+void linear_argmax(const LinearArgmaxArgs& a);
+
+napi_value LinearArgmaxExport(napi_env env, napi_callback_info info);
+
 }  // namespace tsorch
