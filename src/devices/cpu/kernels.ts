@@ -64,6 +64,18 @@ const linearGroup: KernelSignatures["linearGroup"] = (x, norm, ws, outs, epilogu
     epilogue ? program(epilogue) : null, epilogue?.length ?? 0);
 };
 
+/** rotaryKVWrite on cpu: one addon call (the eager rotary and pagedKVWrite kernels, the rotated k never stored). */
+const rotaryKVWrite: KernelSignatures["rotaryKVWrite"] = (q, qOut, k, v, cos, sin, kc, vc, slots, rows = null) => {
+  const [B, L, Hkv, D] = k.shape, [N, bs] = kc.shape;
+  native().rotaryKVWrite(q ? buf(q) : null, qOut ? buf(qOut) : null, buf(k), buf(v), buf(cos), buf(sin), buf(kc), buf(vc), buf(slots),
+    rows ? buf(rows) : null, rows ? code(rows) : 0, B, L, q ? q.shape[2] : 0, Hkv, D, vc.shape[3], last(cos), rows ? cos.shape[0] : 0, N, bs, code(kc));
+};
+
+/** linearArgmax on cpu: one addon call (one pool job for few rows: the norm, the LM head and the per-task argmax). */
+const linearArgmax: KernelSignatures["linearArgmax"] = (x, norm, w, out) =>
+  native().linearArgmax(buf(x), x.shape[0], x.shape[1], norm ? buf(norm.weight) : null, norm ? code(norm.weight) : 0, norm?.eps ?? 0, norm?.offset ?? 0,
+    buf(w), code(w), w.shape[0], buf(out));
+
 export function cpuKernels(): Partial<KernelSignatures> {
   return {
     copy: (src, dst) => native().copy(buf(src), code(src), strides(src), buf(dst), code(dst), strides(dst), shape(src)),
@@ -141,5 +153,7 @@ export function cpuKernels(): Partial<KernelSignatures> {
     topk: (x, k, values, indices) => native().topk(buf(x), buf(values), buf(indices), rowsOf(x), last(x), k),
     fusedElementwise,
     linearGroup,
+    rotaryKVWrite,
+    linearArgmax,
   };
 }

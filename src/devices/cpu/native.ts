@@ -162,6 +162,25 @@ export interface NativeCpu {
     w2: Buf | null, w2Dtype: number, N2: number, out2: Buf | null, prog: Int32Array | null, nsteps: number): void;
 
   /**
+   * compile's rotary + KV write (rotaryKVWrite): qOut = rotary(q) (q, qOut [B, L, Hq, D] float32,
+   * both null for none), rotary(k) (k [B, L, Hkv, D] float32) and v (float32 [B * L, Hkv, Dv])
+   * stored at `slots` (int32 [B * L]) of kCache [N, bs, Hkv, D] and vCache [N, bs, Hkv, Dv] of
+   * kvDtype, as rotary then pagedKVWrite. cos/sin float32 [B, L, R]; with rows (int32/int64
+   * [B * L] of rowsDtype) they are tables [P, R] and token t uses row rows[t] (RangeError outside).
+   */
+  rotaryKVWrite(q: Buf | null, qOut: Buf | null, k: Buf, v: Buf, cos: Buf, sin: Buf, kCache: Buf, vCache: Buf, slots: Buf,
+    rows: Buf | null, rowsDtype: number, B: number, L: number, Hq: number, Hkv: number, D: number, Dv: number, R: number, P: number,
+    N: number, bs: number, kvDtype: number): void;
+
+  /**
+   * compile's linear + argmax (linearArgmax): out[m] (int64 [M]) = argmax over n of
+   * (n(x) @ w^T)[m, n] as reduce's argmax (the first NaN, else the first maximum); x float32
+   * [M, K], n the RMS norm of linearGroup (normW null: none), w [N, K] of wDtype.
+   */
+  linearArgmax(x: Buf, M: number, K: number, normW: Buf | null, normDtype: number, eps: number, offset: number,
+    w: Buf, wDtype: number, N: number, out: Buf): void;
+
+  /**
    * Batched float32 matmul with arbitrary strides: for b < batch,
    * out[b, m, n] = sum_k a[b*as0 + m*as1 + k*as2] * bm[b*bs0 + k*bs1 + n*bs2];
    * out contiguous [batch, M, N].

@@ -963,6 +963,8 @@ NAPI_MODULE_INIT() {
       {"upsampleNearest2d", nullptr, UpsampleNearest2dExport, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
       {"linearAdd", nullptr, LinearAddExport, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
       {"linearGroup", nullptr, LinearGroupExport, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
+      {"rotaryKVWrite", nullptr, RotaryKVWriteExport, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
+      {"linearArgmax", nullptr, LinearArgmaxExport, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
   };
   napi_define_properties(env, exports, sizeof(props) / sizeof(props[0]), props);
   register_graph_kernels(props, sizeof(props) / sizeof(props[0]));

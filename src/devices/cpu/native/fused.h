@@ -52,4 +52,45 @@ void linear_group(const LinearGroupArgs& a);
 
 napi_value LinearGroupExport(napi_env env, napi_callback_info info);
 
+// A decode step's rotaries and KV write (rotary_kv_write.cc): q_out = rotary(q) (q null: none),
+// rotary(k) and v stored at `slots` of the pools as paged_kv_write does (k, q [B, L, H, D], v
+// [B * L, Hkv, Dv] float32). cos/sin are [B, L, R], or with `rows` (int32/int64 [B * L], already
+// range-checked) tables [P, R] whose row rows[t] serves token t.
+struct RotaryKVWriteArgs {
+  const float* q = nullptr;
+  float* q_out = nullptr;
+  const float* k = nullptr;
+  const float* v = nullptr;
+  const float* cos = nullptr;
+  const float* sin = nullptr;
+  void* k_cache = nullptr;
+  void* v_cache = nullptr;
+  int kv_dtype = 0;
+  const int32_t* slots = nullptr;
+  const void* rows = nullptr;
+  int rows_dtype = 0;
+  int64_t B = 0, L = 0, Hq = 0, Hkv = 0, D = 0, Dv = 0, R = 0;
+};
+void rotary_kv_write(const RotaryKVWriteArgs& a);
+
+napi_value RotaryKVWriteExport(napi_env env, napi_callback_info info);
+
+// A greedy step's head (linear_argmax.cc): out[m] = argmax over n of (n(x) @ w^T)[m, n], the first
+// NaN else the first maximum (reduce's argmax); x float32 [M, K], n as LinearGroupArgs' norm, w
+// [N, K] of w_dtype, out int64 [M].
+struct LinearArgmaxArgs {
+  const float* x = nullptr;
+  int64_t M = 0, K = 0;
+  const void* norm_w = nullptr;
+  int norm_dtype = 0;
+  float eps = 0, offset = 0;
+  const void* w = nullptr;
+  int w_dtype = 0;
+  int64_t N = 0;
+  int64_t* out = nullptr;
+};
+void linear_argmax(const LinearArgmaxArgs& a);
+
+napi_value LinearArgmaxExport(napi_env env, napi_callback_info info);
+
 }  // namespace tsorch

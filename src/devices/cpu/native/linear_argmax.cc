@@ -1,0 +1,121 @@
+// linearArgmax on cpu (compile's linear-argmax fusion, src/compile/passes/linear_argmax.ts): a
+// greedy step's final RMS norm, LM head and argmax as one graph node and, for few rows, one pool job.
+//
+// The norm runs once (the eager rms_norm) into a buffer of the calling thread. For few rows (the
+// direct GEMV kernels) the tasks are column ranges, cut as gemm_parallel would: each computes its
+// logits with gemm_range (as an eager linear) into a buffer of the calling thread and, while they
+// are in cache, the index of their first NaN or else first maximum; the caller then combines the
+// tasks in column order, so the id equals reduce's argmax (the first NaN, else the first maximum)
+// over the eager logits, and no separate pass re-reads them. More rows run gemm_parallel and the
+// same per-row scan afterwards.
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "dtype.h"
+#include "fused.h"
+#include "gemm.h"
+#include "napi_args.h"
+#include "ops.h"
+#include "thread_pool.h"
+
+namespace tsorch {
+
+namespace {
+
+// Tasks per thread (as linear_group.cc and gemm_parallel's direct split).
+constexpr int64_t kTasksPerThread = 4;
+
+// Index in [n0, n1) of the first NaN of row[n0..n1), else of its first maximum (n1 > n0).
+int64_t first_max(const float* row, int64_t n0, int64_t n1) {
+  int64_t best = n0;
+  if (std::isnan(row[best])) return best;
+  for (int64_t i = n0 + 1; i < n1; ++i) {
+    if (std::isnan(row[i])) return i;
+    if (row[i] > row[best]) best = i;
+  }
+  return best;
+}
+
+}  // namespace
+
+void linear_argmax(const LinearArgmaxArgs& a) {
+  const float* x = a.x;
+  thread_local std::vector<float> normed, logits;
+  thread_local std::vector<int64_t> found;
+  if (a.norm_w) {
+    normed.resize(static_cast<size_t>(a.M * a.K));
+    rms_norm(a.x, a.norm_w, a.norm_dtype, normed.data(), a.M, a.K, a.eps, a.offset);
+    x = normed.data();
+  }
+  const int64_t M = a.M, N = a.N;
+  logits.resize(static_cast<size_t>(M * N));
+  float* y = logits.data();
+  const BMatrix B{a.w, a.w_dtype, 1, a.K, true};
+  if (!gemm_direct(M, B)) {
+    gemm_parallel(x, a.K, M, a.K, B, nullptr, y, N, N);
+    for (int64_t m = 0; m < M; ++m) a.out[m] = first_max(y + m * N, 0, N);
+    return;
+  }
+  ThreadPool& pool = ThreadPool::get();
+  const int64_t panel = gemm_panel(), panels = (N + panel - 1) / panel;
+  const int64_t threads = split_count(2.0 * M * N * a.K, pool.size());
+  const int64_t tasks = std::max<int64_t>(1, std::min(panels, threads * kTasksPerThread));
+  found.resize(static_cast<size_t>(tasks * M));
+  int64_t* idx = found.data();
+  pool.parallel_for(tasks, [&](int64_t t) {
+    const int64_t n0 = std::min(N, panels * t / tasks * panel), n1 = std::min(N, panels * (t + 1) / tasks * panel);
+    if (n1 <= n0) {
+      for (int64_t m = 0; m < M; ++m) idx[t * M + m] = -1;
+      return;
+    }
+    gemm_range(x, a.K, M, a.K, B, nullptr, y, N, n0, n1);
+    for (int64_t m = 0; m < M; ++m) idx[t * M + m] = first_max(y + m * N, n0, n1);
+  });
+  for (int64_t m = 0; m < M; ++m) {
+    const float* row = y + m * N;
+    int64_t best = -1;
+    for (int64_t t = 0; t < tasks; ++t) {
+      const int64_t i = idx[t * M + m];
+      if (i < 0) continue;
+      if (std::isnan(row[i])) { best = i; break; }
+      if (best < 0 || row[i] > row[best]) best = i;
+    }
+    a.out[m] = best;
+  }
+}
+
+// linearArgmax(x, M, K, normW, normDtype, eps, offset, w, wDtype, N, out): see native.ts.
+napi_value LinearArgmaxExport(napi_env env, napi_callback_info info) {
+  Args args(env, info, "linearArgmax", 11);
+  LinearArgmaxArgs a;
+  const Buffer x = args.buffer(0, "x");
+  a.M = args.integer(1, "M");
+  a.K = args.integer(2, "K");
+  const Buffer norm = args.buffer(3, "normW", true);
+  a.norm_dtype = args.dtype(4, "normDtype");
+  a.eps = static_cast<float>(args.number(5, "eps"));
+  a.offset = static_cast<float>(args.number(6, "offset"));
+  const Buffer w = args.buffer(7, "w");
+  a.w_dtype = args.dtype(8, "wDtype");
+  a.N = args.integer(9, "N", 1);
+  const Buffer out = args.buffer(10, "out");
+  if (args.failed()) return nullptr;
+  args.fits(x, kF32, {a.M, a.K});
+  if (norm.data) {
+    float_dtype(args, a.norm_dtype, "normDtype");
+    args.fits(norm, a.norm_dtype, {a.K});
+  }
+  float_dtype(args, a.w_dtype, "wDtype");
+  args.fits(w, a.w_dtype, {a.N, a.K});
+  args.fits(out, kI64, {a.M});
+  if (args.failed()) return nullptr;
+  a.x = static_cast<const float*>(x.data);
+  a.norm_w = norm.data;
+  a.w = w.data;
+  a.out = static_cast<int64_t*>(out.data);
+  linear_argmax(a);
+  return undefined(env);
+}
+
+}  // namespace tsorch

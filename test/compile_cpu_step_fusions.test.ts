@@ -1,0 +1,157 @@
+/**
+ * compile's decode-step fusions on cpu against eager (same values within 1e-5; the fused kernels
+ * run the eager kernels' arithmetic):
+ * - rotary + KV write (compile/passes/rotary_kv.ts, native rotary_kv_write.cc): q's and k's rotary
+ *   and the paged KV write as one rotaryKVWrite call, float32 and bfloat16 pools, with and without
+ *   q's rotary, and the rotated k read elsewhere (no fusion);
+ * - linear + argmax (compile/passes/linear_argmax.ts, native linear_argmax.cc): the final norm, the
+ *   LM head and the argmax in one call with eager's ids for float32 and bfloat16 weights, one to
+ *   many rows (the direct and the packed GEMM), a head wide enough to split over the pool, ties
+ *   (the first maximum), NaN logits (the first NaN); logits read elsewhere keep their kernels;
+ * - rotary gather (compile/passes/rotary_gather.ts, rotaryKVWrite's rows): the cos/sin gathers by
+ *   position folded in (int32 and int64 positions), a position outside the tables still throwing
+ *   embedding's RangeError.
+ */
+import assert from "node:assert/strict";
+import { test } from "node:test";
+import * as torch from "../src/index.js";
+import { pagedKVWrite } from "../src/tensor/paged_attention.js";
+import { maxAbsDiff } from "./helpers/shared.js";
+import { graphLog } from "./helpers/graph_log.js";
+import { lcgValues } from "./helpers/lcg.js";
+
+function rand(shape: number[], seed: number): torch.Tensor {
+  return torch.tensor(lcgValues(shape.reduce((a, b) => a * b, 1), seed), { shape });
+}
+
+/** The kernel calls compile logged (TSORCH_LOGS=graph) for the first call of `f`. */
+function kernelCalls(f: () => void): number {
+  const logged = graphLog(f);
+  const m = /: (\d+) kernel calls/.exec(logged);
+  assert.ok(m, logged);
+  return Number(m[1]);
+}
+
+async function close(got: torch.Tensor[], want: torch.Tensor[], what: string): Promise<void> {
+  assert.equal(got.length, want.length, what);
+  for (const [i, g] of got.entries()) {
+    const [a, b] = [Array.from(await g.data(), Number), Array.from(await want[i].data(), Number)];
+    assert.equal(a.length, b.length, `${what}[${i}]: length`);
+    const d = maxAbsDiff(a, b);
+    assert.ok(d <= 1e-5, `${what}[${i}]: max |compiled - eager| = ${d}`);
+  }
+}
+
+test("compile: on cpu, q's and k's rotary and the paged KV write run as one rotaryKVWrite, within 1e-5 of eager", async () => {
+  const [Hq, Hk, D] = [4, 2, 8];
+  const step = (withQuery: boolean, keepKey: boolean) => (q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
+    slots: torch.Tensor, kc: torch.Tensor, vc: torch.Tensor) => {
+    const qr = withQuery ? torch.applyRotary(q, cos, sin) : q.mul(1);
+    const kr = torch.applyRotary(k, cos, sin);
+    pagedKVWrite(kr.reshape([k.shape[1], Hk, D]), v, kc, vc, slots);
+    return keepKey ? [qr, kr] : [qr];
+  };
+  // [L, rotary dims R, with q's rotary, k's rotated values returned too, pool dtype, kernel calls]
+  const cases = [[1, 8, true, false, "float32", 1], [5, 4, true, false, "float32", 1], [1, 8, true, false, "bfloat16", 1],
+    [3, 8, false, false, "float32", 2], [2, 8, true, true, "float32", 3]] as const;
+  for (const [L, R, withQuery, keepKey, dtype, calls] of cases) {
+    torch.compiler.reset();
+    const f = torch.compile(step(withQuery, keepKey));
+    const args = (seed: number) => {
+      const slots = torch.tensor(Int32Array.from({ length: L }, (_, i) => (seed * 3 + i * 5) % 16), { shape: [L], dtype: "int32" });
+      return [rand([1, L, Hq, D], seed), rand([1, L, Hk, D], seed + 1), rand([L, Hk, D], seed + 2), rand([1, L, R], seed + 3), rand([1, L, R], seed + 4), slots] as const;
+    };
+    const pools = () => [torch.zeros([2, 8, Hk, D], { dtype }), torch.zeros([2, 8, Hk, D], { dtype })] as const;
+    assert.equal(kernelCalls(() => f(...args(1), ...pools())), calls, `L ${L}, R ${R}, ${dtype}: kernel calls`);
+    for (const seed of [2, 3]) {
+      const [mine, theirs] = [pools(), pools()];
+      const got = f(...args(seed), ...mine) as torch.Tensor[];
+      const want = step(withQuery, keepKey)(...args(seed), ...theirs);
+      await close([...got, ...mine], [...want, ...theirs], `L ${L}, R ${R}, ${dtype}, query ${withQuery}, key kept ${keepKey}, seed ${seed}`);
+    }
+  }
+});
+
+test("compile: on cpu, the rotary cos/sin gathers by position fold into rotaryKVWrite, within 1e-5 of eager", async () => {
+  const [Hq, Hk, D, R, P] = [4, 2, 8, 8, 32];
+  const step = (q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, positions: torch.Tensor, cosT: torch.Tensor, sinT: torch.Tensor,
+    slots: torch.Tensor, kc: torch.Tensor, vc: torch.Tensor) => {
+    const [cos, sin] = [torch.embedding(positions, cosT), torch.embedding(positions, sinT)];
+    const qr = torch.applyRotary(q, cos, sin);
+    const kr = torch.applyRotary(k, cos, sin);
+    pagedKVWrite(kr.reshape([k.shape[1], Hk, D]), v, kc, vc, slots);
+    return [qr];
+  };
+  const [cosT, sinT] = [rand([P, R], 7), rand([P, R], 8)];
+  let posDtype: "int32" | "int64" = "int32";
+  const args = (L: number, seed: number, pos: number[]) => [rand([1, L, Hq, D], seed), rand([1, L, Hk, D], seed + 1), rand([L, Hk, D], seed + 2),
+    torch.tensor(posDtype === "int64" ? pos.map(BigInt) : Int32Array.from(pos), { shape: [1, L], dtype: posDtype }), cosT, sinT,
+    torch.tensor(Int32Array.from(pos, (p) => p % 16), { shape: [L], dtype: "int32" })] as const;
+  const pools = () => [torch.zeros([2, 8, Hk, D]), torch.zeros([2, 8, Hk, D])] as const;
+  const check = async (f: typeof step, L: number, seed: number, pos: number[], what: string) => {
+    const [mine, theirs] = [pools(), pools()];
+    const got = f(...args(L, seed, pos), ...mine) as torch.Tensor[];
+    await close([...got, ...mine], [...step(...args(L, seed, pos), ...theirs), ...theirs], what);
+  };
+  for (const [L, pos, dtype] of [[1, [9], "int32"], [3, [30, 2, 17], "int32"], [2, [4, 31], "int64"]] as const) {
+    posDtype = dtype;
+    torch.compiler.reset();
+    const f = torch.compile(step);
+    assert.equal(kernelCalls(() => f(...args(L, 1, [...pos]), ...pools())), 1, `L ${L}: one call (no gathers)`);
+    await check(f, L, 2, [...pos], `L ${L}`);
+    await check(f, L, 3, pos.map((p) => (p + 5) % P), `L ${L}, new positions`);
+    // A position outside the tables: embedding's RangeError, as eager throws.
+    const bad = [...pos.slice(1), P + 3];
+    assert.throws(() => step(...args(L, 4, bad), ...pools()), RangeError, `eager, L ${L}: position ${P + 3} of ${P}`);
+    assert.throws(() => f(...args(L, 4, bad), ...pools()), /out of range \[0, 32\)/, `compiled, L ${L}: position ${P + 3} of ${P}`);
+  }
+});
+
+const ids = async (t: torch.Tensor) => Array.from(await t.data(), Number);
+
+test("compile: on cpu, the final norm, a linear and its argmax run as one linearArgmax with eager's ids", async () => {
+  const head = (x: torch.Tensor, g: torch.Tensor, w: torch.Tensor) => torch.argmax(torch.linear(torch.rmsNorm(x, g, 1e-5), w), -1, true);
+  const bare = (x: torch.Tensor, w: torch.Tensor) => torch.argmax(torch.linear(x, w), -1);
+  // [rows, N, K, weight dtype]: one row (a decode step), a few, and 40 rows (prefill's packed GEMM); N up to 5000 (split over tasks).
+  const shapes = [[1, 5000, 64, "float32"], [1, 3001, 48, "bfloat16"], [3, 100, 32, "float32"], [40, 77, 16, "bfloat16"], [2, 40, 30, "float32"]] as const;
+  for (const [M, N, K, dtype] of shapes) {
+    torch.compiler.reset();
+    const f = torch.compile(head), fb = torch.compile(bare);
+    const gain = rand([K], M + 10), weight = rand([N, K], N + 11).to(dtype);
+    assert.equal(kernelCalls(() => f(rand([M, K], 1), gain, weight)), 1, `${M}x${N}x${K} ${dtype}: one call`);
+    assert.equal(kernelCalls(() => fb(rand([M, K], 1), weight)), 1, `${M}x${N}x${K} ${dtype} without a norm: one call`);
+    for (const s of [20, 30]) {
+      const input = rand([M, K], s);
+      assert.deepEqual(await ids(f(input, gain, weight) as torch.Tensor), await ids(head(input, gain, weight)), `${M}x${N}x${K} ${dtype}, input ${s}`);
+      assert.deepEqual(await ids(fb(input, weight) as torch.Tensor), await ids(bare(input, weight)), `${M}x${N}x${K} ${dtype} without a norm, input ${s}`);
+    }
+  }
+  // Ties: columns 5, 2037 and 4070 are one weight row (equal logits, the largest; in different tasks): the first wins.
+  const [M, N, K] = [2, 4096, 16];
+  const wv = lcgValues(N * K, 40).map((v) => v * 0.1);
+  for (const c of [5, 2037, 4070]) wv.set(Array.from({ length: K }, () => 1), c * K);
+  const w = torch.tensor(wv, { shape: [N, K] });
+  const x = torch.tensor(new Float32Array(M * K).fill(0.5), { shape: [M, K] });
+  torch.compiler.reset();
+  const fb = torch.compile(bare);
+  fb(x, w);
+  assert.deepEqual(await ids(fb(x, w) as torch.Tensor), [5, 5], "ties: the first maximum");
+  // NaN weight rows: their logits are NaN, and argmax returns the first NaN as eager does.
+  const nan = wv.slice();
+  nan[3000 * K + 3] = NaN;
+  nan[3900 * K] = NaN;
+  const wn = torch.tensor(nan, { shape: [N, K] });
+  assert.deepEqual(await ids(fb(x, wn) as torch.Tensor), await ids(bare(x, wn)), "NaN logits: eager's pick");
+  assert.deepEqual(await ids(fb(x, wn) as torch.Tensor), [3000, 3000], "NaN logits: the first NaN");
+  // Logits also returned: the linear and the argmax stay two kernels.
+  const both = (x: torch.Tensor, w: torch.Tensor) => {
+    const logits = torch.linear(x, w);
+    return [logits, torch.argmax(logits, -1)];
+  };
+  torch.compiler.reset();
+  const f2 = torch.compile(both);
+  assert.equal(kernelCalls(() => f2(x, w)), 2, "logits returned: linear + argmax");
+  const [l2, i2] = f2(x, wn) as torch.Tensor[];
+  assert.deepEqual(await ids(i2), [3000, 3000]);
+  assert.equal(l2.shape.join(), `${M},${N}`);
+});
