@@ -161,6 +161,10 @@ export function blockQuantCases(): Case[] {
     linearQuantizedCase("int4, 2 rows, K=160 (1 line + 1 block), 7 outputs", 4, 2, 7, 160, rng, null),
     linearQuantizedCase("int4, 3 rows, K=448 (3 lines + 2 blocks), 8 outputs, float32 bias", 4, 3, 8, 448, rng, "float32"),
     linearQuantizedCase("int4, 1 row, K=32 (1 block), 5 outputs", 4, 1, 5, 32, rng, null),
+    // Decode spreads a row's steps over 4 accumulators: whole rounds of 4 plus 1-3 steps and a tail
+    // (int4 on avx512-vnni: 5 lines + 2 blocks; int8: 5 64-byte steps + 1 block, 11 32-byte steps).
+    linearQuantizedCase("int4, 1 row, K=704 (5 lines + 2 blocks), 10 outputs, float32 bias", 4, 1, 10, 704, rng, "float32"),
+    linearQuantizedCase("int8, 1 row, K=352 (5 steps + 1 block), 7 outputs", 8, 1, 7, 352, rng, null),
     // One call for the linears that share an input (decode's q/k/v, gate/up): uneven row counts, a bias.
     linearQuantizedGroupCase("int4 group of 3, 1 row, K=288, 50/7/25 outputs", 4, 1, [50, 7, 25], 288, rng),
     linearQuantizedGroupCase("int8 group of 2, 1 row, K=160, 30/49 outputs", 8, 1, [30, 49], 160, rng),
