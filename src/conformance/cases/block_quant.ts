@@ -165,6 +165,9 @@ export function blockQuantCases(): Case[] {
     // int8: 5 64-byte steps + 1 block, or 11 32-byte steps).
     linearQuantizedCase("int4, 1 row, K=704 (5 lines + 2 blocks), 10 outputs, float32 bias", 4, 1, 10, 704, rng, "float32"),
     linearQuantizedCase("int8, 1 row, K=352 (5 steps + 1 block), 7 outputs", 8, 1, 7, 352, rng, null),
+    // 2-3 rows (int8 on every tier, int4 off avx512-vnni): 2 accumulators per row, rounds plus a remainder and a tail.
+    linearQuantizedCase("int8, 2 rows, K=352, 9 outputs, float32 bias", 8, 2, 9, 352, rng, "float32"),
+    linearQuantizedCase("int8, 3 rows, K=416 (6 64-byte steps + 1 block, 13 32-byte steps), 5 outputs", 8, 3, 5, 416, rng, null),
     // One call for the linears that share an input (decode's q/k/v, gate/up): uneven row counts, a bias.
     linearQuantizedGroupCase("int4 group of 3, 1 row, K=288, 50/7/25 outputs", 4, 1, [50, 7, 25], 288, rng),
     linearQuantizedGroupCase("int8 group of 2, 1 row, K=160, 30/49 outputs", 8, 1, [30, 49], 160, rng),
