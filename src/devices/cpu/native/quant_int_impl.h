@@ -135,8 +135,9 @@ void idot_tile(int bits, const uint8_t* act, int64_t Kp, int64_t K, const uint8_
 // prefetcher follows at full speed; tiles of R interleaved rows (R + R streams, even with software
 // prefetch) left it well short of the bandwidth (measured on Zen 5 with W from DRAM, one thread,
 // M = 1: q8 on avx512-vnni 21.5 -> 26 GB/s at 1024 x 3072 (unchanged at 3072 x 1024), on avx2 /
-// avx-vnni 16-19 -> 24-25, q4 on avx-vnni 13-19 -> 21; a streaming read: 30-40). BITS is a
-// template argument so that the weight decode is resolved at compile time in the inner loop.
+// avx-vnni 16-19 -> 24-25, q4 on avx-vnni 13-19 -> 21; M = 2 / 3: q8 on avx512-vnni 16 -> 23 /
+// 12 -> 20; a streaming read: 30-40). BITS is a template argument so that the weight decode is
+// resolved at compile time in the inner loop.
 template <class IV, int BITS, int MM, int U>
 void idot_rows_lin(const uint8_t* act, int64_t Kp, int64_t K, const uint8_t* q, const float* scales,
                    const float* bias, float* C, int64_t ldc, int64_t n0, int64_t n1) {
