@@ -149,18 +149,25 @@ export function blockQuantCases(): Case[] {
     linearQuantizedCase("int4, 8 rows, K=256", 4, 8, 17, 256, rng, null),
     linearQuantizedCase("int8, 6 rows, K=160 (odd block count)", 8, 6, 11, 160, rng, "float32"),
     linearQuantizedCase("int8, [2, 3, K] input (leading dims kept)", 8, 6, 5, 64, rng, null, [2, 3]),
-    // Decode (1 row) takes rows of W 4 at a time: remainders of 1-3 rows, an odd block count.
+    // Decode (1 row): odd row counts, an odd block count.
     linearQuantizedCase("int8, 1 row, K=160 (odd block count), 31 outputs, float32 bias", 8, 1, 31, 160, rng, "float32"),
     linearQuantizedCase("int4, 1 row, K=224, 77 outputs", 4, 1, 77, 224, rng, null),
     // 4 rows and more take the GEMM over repacked 16-row panels where the host has one (avx512-vnni).
     linearQuantizedCase("int4, 13 rows, K=96 (odd block count), 45 outputs, bfloat16 bias", 4, 13, 45, 96, rng, "bfloat16"),
-    // avx512-vnni decodes int4 four blocks (one 64-byte line) at a time, 4 rows of W per tile (3
-    // with 3 activation rows): full lines plus a 1-3 block tail, row remainders, 2 and 3 rows.
+    // avx512-vnni decodes int4 four blocks (one 64-byte line) at a time, one row of W at a time over
+    // 4 accumulators (2 with 2-3 activation rows): full lines plus a 1-3 block tail, 2 and 3 rows.
     linearQuantizedCase("int4, 1 row, K=1024 (whole lines), 9 outputs, float32 bias", 4, 1, 9, 1024, rng, "float32"),
     linearQuantizedCase("int4, 1 row, K=288 (2 lines + 1 block), 6 outputs", 4, 1, 6, 288, rng, null),
     linearQuantizedCase("int4, 2 rows, K=160 (1 line + 1 block), 7 outputs", 4, 2, 7, 160, rng, null),
     linearQuantizedCase("int4, 3 rows, K=448 (3 lines + 2 blocks), 8 outputs, float32 bias", 4, 3, 8, 448, rng, "float32"),
     linearQuantizedCase("int4, 1 row, K=32 (1 block), 5 outputs", 4, 1, 5, 32, rng, null),
+    // Whole rounds of 4 steps plus 1-3 more and a tail (int4 on avx512-vnni: 5 lines + 2 blocks;
+    // int8: 5 64-byte steps + 1 block, or 11 32-byte steps).
+    linearQuantizedCase("int4, 1 row, K=704 (5 lines + 2 blocks), 10 outputs, float32 bias", 4, 1, 10, 704, rng, "float32"),
+    linearQuantizedCase("int8, 1 row, K=352 (5 steps + 1 block), 7 outputs", 8, 1, 7, 352, rng, null),
+    // 2-3 rows (int8 on every tier, int4 off avx512-vnni): 2 accumulators per row, rounds plus a remainder and a tail.
+    linearQuantizedCase("int8, 2 rows, K=352, 9 outputs, float32 bias", 8, 2, 9, 352, rng, "float32"),
+    linearQuantizedCase("int8, 3 rows, K=416 (6 64-byte steps + 1 block, 13 32-byte steps), 5 outputs", 8, 3, 5, 416, rng, null),
     // One call for the linears that share an input (decode's q/k/v, gate/up): uneven row counts, a bias.
     linearQuantizedGroupCase("int4 group of 3, 1 row, K=288, 50/7/25 outputs", 4, 1, [50, 7, 25], 288, rng),
     linearQuantizedGroupCase("int8 group of 2, 1 row, K=160, 30/49 outputs", 8, 1, [30, 49], 160, rng),

@@ -129,52 +129,52 @@ void idot_tile(int bits, const uint8_t* act, int64_t Kp, int64_t K, const uint8_
       C[m * ldc + n + r] = IV::hsum(acc[m][r]) + (bias ? bias[n + r] : 0.f);
 }
 
-// One activation row against rows [n0, n1) of W (decode), R rows at a time: the activation loads
-// (codes, corr, lane scales) are shared by the R rows and the R accumulators are independent FMA
-// chains, which about doubles the arithmetic rate over one row at a time (measured on Zen 5 with W
-// in L2: q8 37 -> 67 GB/s, q4 21 -> 35 GB/s per core). The R interleaved streams are fetched one
-// tile (R rows) ahead in software, since the hardware prefetcher does not follow R streams far
-// enough (as gemv_nt_block in gemm_impl.h). BITS is a template argument so that the weight decode
-// is resolved at compile time in the inner loop.
-template <class IV, int BITS, int R>
-void idot_rows_1b(const uint8_t* act, int64_t Kp, int64_t K, const uint8_t* q,
-                  const float* scales, const float* bias, float* C, int64_t n0, int64_t n1) {
+// MM activation rows (decode sizes) against rows [n0, n1) of W, one row of W at a time, its vector
+// steps spread over U accumulators per activation row (independent FMA chains). Rows of W are
+// contiguous, so the codes and the scales are read as two linear streams, which the hardware
+// prefetcher follows at full speed; tiles of R interleaved rows (R + R streams, even with software
+// prefetch) left it well short of the bandwidth (measured on Zen 5 with W from DRAM, one thread,
+// M = 1: q8 on avx512-vnni 21.5 -> 26 GB/s at 1024 x 3072 (unchanged at 3072 x 1024), on avx2 /
+// avx-vnni 16-19 -> 24-25, q4 on avx-vnni 13-19 -> 21; M = 2 / 3: q8 on avx512-vnni 16 -> 23 /
+// 12 -> 20; a streaming read: 30-40). BITS is a template argument so that the weight decode is
+// resolved at compile time in the inner loop.
+template <class IV, int BITS, int MM, int U>
+void idot_rows_lin(const uint8_t* act, int64_t Kp, int64_t K, const uint8_t* q, const float* scales,
+                   const float* bias, float* C, int64_t ldc, int64_t n0, int64_t n1) {
   constexpr int BPV = IV::B / 32;
-  constexpr int64_t vbytes = BITS == 8 ? IV::B : IV::B / 2;  // weight bytes per vector
   const int64_t nb = K / 32, row = quant_row_bytes(BITS, K), nfull = nb / BPV;
-  const int64_t stride = act_row_bytes_of(Kp), ahead = R * row;
-  int64_t n = n0;
-  for (; n + R <= n1; n += R) {
-    const uint8_t* qr[R];
-    const float* sr[R];
-    _Pragma("GCC unroll 16")
-    for (int r = 0; r < R; ++r) {
-      qr[r] = q + (n + r) * row;
-      sr[r] = scales + (n + r) * nb;
+  const int64_t stride = act_row_bytes_of(Kp);
+  for (int64_t n = n0; n < n1; ++n) {
+    const uint8_t* qr[1] = {q + n * row};
+    const float* sr[1] = {scales + n * nb};
+    typename IV::vf acc[U][MM][1];
+    _Pragma("GCC unroll 8")
+    for (int u = 0; u < U; ++u)
+      _Pragma("GCC unroll 4")
+      for (int m = 0; m < MM; ++m) acc[u][m][0] = IV::fzero();
+    int64_t v = 0;
+    for (; v + U <= nfull; v += U)
+      _Pragma("GCC unroll 8")
+      for (int u = 0; u < U; ++u) idot_step<IV, MM, 1, false>(BITS, act, stride, Kp, qr, sr, v + u, acc[u]);
+    for (; v < nfull; ++v) idot_step<IV, MM, 1, false>(BITS, act, stride, Kp, qr, sr, v, acc[v % U]);
+    if (nfull * BPV < nb) idot_step<IV, MM, 1, true>(BITS, act, stride, Kp, qr, sr, nfull, acc[U - 1]);
+    _Pragma("GCC unroll 4")
+    for (int m = 0; m < MM; ++m) {
+      typename IV::vf sum = acc[0][m][0];
+      _Pragma("GCC unroll 8")
+      for (int u = 1; u < U; ++u) sum = IV::fadd(sum, acc[u][m][0]);
+      C[m * ldc + n] = IV::hsum(sum) + (bias ? bias[n] : 0.f);
     }
-    typename IV::vf acc[1][R];
-    _Pragma("GCC unroll 16")
-    for (int r = 0; r < R; ++r) acc[0][r] = IV::fzero();
-    for (int64_t v = 0; v < nfull; ++v) {
-      // One prefetch per 64-byte line of each row (the address may lie past the end of W, which a
-      // prefetch tolerates).
-      if ((v * vbytes) % 64 == 0)
-        _Pragma("GCC unroll 16")
-        for (int r = 0; r < R; ++r) __builtin_prefetch(qr[r] + v * vbytes + ahead);
-      idot_step<IV, 1, R, false>(BITS, act, stride, Kp, qr, sr, v, acc);
-    }
-    if (nfull * BPV < nb) idot_step<IV, 1, R, true>(BITS, act, stride, Kp, qr, sr, nfull, acc);
-    _Pragma("GCC unroll 16")
-    for (int r = 0; r < R; ++r) C[n + r] = IV::hsum(acc[0][r]) + (bias ? bias[n + r] : 0.f);
   }
-  if (R > 1 && n < n1) idot_rows_1b<IV, BITS, 1>(act, Kp, K, q, scales, bias, C, n, n1);
 }
 
-template <class IV>
-void idot_rows_1(int bits, const uint8_t* act, int64_t Kp, int64_t K, const uint8_t* q,
-                 const float* scales, const float* bias, float* C, int64_t n0, int64_t n1) {
-  if (bits == 8) idot_rows_1b<IV, 8, 4>(act, Kp, K, q, scales, bias, C, n0, n1);
-  else idot_rows_1b<IV, 4, 4>(act, Kp, K, q, scales, bias, C, n0, n1);
+// Activation rows [0, M), M <= 3, as idot_rows_lin.
+template <class IV, int BITS>
+void idot_rows_few(int64_t M, const uint8_t* act, int64_t Kp, int64_t K, const uint8_t* q,
+                   const float* scales, const float* bias, float* C, int64_t ldc, int64_t n0, int64_t n1) {
+  if (M == 1) idot_rows_lin<IV, BITS, 1, 4>(act, Kp, K, q, scales, bias, C, ldc, n0, n1);
+  else if (M == 2) idot_rows_lin<IV, BITS, 2, 2>(act, Kp, K, q, scales, bias, C, ldc, n0, n1);
+  else idot_rows_lin<IV, BITS, 3, 2>(act, Kp, K, q, scales, bias, C, ldc, n0, n1);
 }
 
 template <class IV, int MM>
@@ -194,7 +194,10 @@ void idot_rows(int bits, const uint8_t* act, int64_t M, int64_t K, const uint8_t
                const float* scales, const float* bias, float* C, int64_t ldc, int64_t n0,
                int64_t n1) {
   const int64_t Kp = (K + IV::B - 1) / IV::B * IV::B, stride = act_row_bytes_of(Kp);
-  if (M == 1) return idot_rows_1<IV>(bits, act, Kp, K, q, scales, bias, C, n0, n1);
+  if (M <= 3) {
+    if (bits == 8) return idot_rows_few<IV, 8>(M, act, Kp, K, q, scales, bias, C, ldc, n0, n1);
+    return idot_rows_few<IV, 4>(M, act, Kp, K, q, scales, bias, C, ldc, n0, n1);
+  }
   // Weight rows per pass: a few KB of W stay in L1 while every activation row streams past.
   const int64_t step = M <= 4 ? n1 - n0 : 12;
   for (int64_t s0 = n0; s0 < n1; s0 += step) {

@@ -9,7 +9,7 @@
 //                    activation sum) for a row of Kp codes
 //   wload / wload_tail, wscale / wscale_tail   one vector of weights (all B / 32 blocks, or only
 //                    the first) and the per-lane weight scale
-//   aload, iload, fload, dot, cvt, fzero, fmul, ffma, hsum
+//   aload, iload, fload, dot, cvt, fzero, fadd, fmul, ffma, hsum
 #pragma once
 
 #if defined(__AVX2__)
@@ -80,6 +80,7 @@ struct IntAvx512Vnni {
   static vi dot(vi c, vb w, vb a) { return _mm512_dpbusd_epi32(c, w, a); }
   static vf cvt(vi a) { return _mm512_cvtepi32_ps(a); }
   static vf fzero() { return _mm512_setzero_ps(); }
+  static vf fadd(vf a, vf b) { return _mm512_add_ps(a, b); }
   static vf fmul(vf a, vf b) { return _mm512_mul_ps(a, b); }
   static vf ffma(vf a, vf b, vf c) { return _mm512_fmadd_ps(a, b, c); }
   static float hsum(vf a) { return _mm512_reduce_add_ps(a); }
@@ -123,6 +124,7 @@ struct IntYmmBase {
   static vf fload(const float* p) { return _mm256_loadu_ps(p); }
   static vf cvt(vi a) { return _mm256_cvtepi32_ps(a); }
   static vf fzero() { return _mm256_setzero_ps(); }
+  static vf fadd(vf a, vf b) { return _mm256_add_ps(a, b); }
   static vf fmul(vf a, vf b) { return _mm256_mul_ps(a, b); }
   static vf ffma(vf a, vf b, vf c) { return _mm256_fmadd_ps(a, b, c); }
   static float hsum(vf a) {
@@ -208,6 +210,7 @@ struct IntPortable {
   }
   static vf cvt(vi a) { vf r; for (int l = 0; l < 8; ++l) r.v[l] = static_cast<float>(a.v[l]); return r; }
   static vf fzero() { vf r; for (float& x : r.v) x = 0.f; return r; }
+  static vf fadd(vf a, vf b) { for (int l = 0; l < 8; ++l) a.v[l] += b.v[l]; return a; }
   static vf fmul(vf a, vf b) { for (int l = 0; l < 8; ++l) a.v[l] *= b.v[l]; return a; }
   static vf ffma(vf a, vf b, vf c) { for (int l = 0; l < 8; ++l) c.v[l] += a.v[l] * b.v[l]; return c; }
   static float hsum(vf a) {

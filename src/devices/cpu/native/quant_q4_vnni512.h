@@ -61,81 +61,66 @@ inline void q4_quantize_act(const float* A, int64_t lda, int64_t m0, int64_t m1,
   }
 }
 
-// One 128-value step of MM activation rows against R rows of W (TAIL: only the row's last 1-3
-// blocks, `tail` of them, are read, with masked loads).
-template <int MM, int R, bool TAIL>
+// One 128-value step (chunk c) of MM activation rows against one row of W (codes qr, scales sr;
+// TAIL: only the row's last 1-3 blocks, `tail` of them, are read, with masked loads).
+template <int MM, bool TAIL>
 inline __attribute__((always_inline)) void q4_step(const uint8_t* act, int64_t stride, int64_t Kp,
-                                                   const uint8_t* const* qr, const float* const* sr,
-                                                   int64_t c, int tail, __m512 (&acc)[MM][R]) {
+                                                   const uint8_t* qr, const float* sr, int64_t c,
+                                                   int tail, __m512 (&acc)[MM]) {
   const __m512i nib = _mm512_set1_epi8(0x0F);
   const __m512i spread = _mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0);
-  __m512i lo[R], hi[R];
-  __m512 ws[R];
-  _Pragma("GCC unroll 16")
-  for (int r = 0; r < R; ++r) {
-    const __m512i line = TAIL ? _mm512_maskz_loadu_epi8((1ull << (16 * tail)) - 1, qr[r] + c * 64)
-                              : _mm512_loadu_si512(qr[r] + c * 64);
-    lo[r] = _mm512_and_si512(line, nib);
-    hi[r] = _mm512_and_si512(_mm512_srli_epi16(line, 4), nib);
-    const __m128 s4 = TAIL ? _mm_maskz_loadu_ps(static_cast<__mmask8>((1u << tail) - 1), sr[r] + c * 4)
-                           : _mm_loadu_ps(sr[r] + c * 4);
-    ws[r] = _mm512_permutexvar_ps(spread, _mm512_castps128_ps512(s4));
-  }
+  const __m512i line = TAIL ? _mm512_maskz_loadu_epi8((1ull << (16 * tail)) - 1, qr + c * 64)
+                            : _mm512_loadu_si512(qr + c * 64);
+  const __m512i lo = _mm512_and_si512(line, nib);
+  const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(line, 4), nib);
+  const __m128 s4 = TAIL ? _mm_maskz_loadu_ps(static_cast<__mmask8>((1u << tail) - 1), sr + c * 4)
+                         : _mm_loadu_ps(sr + c * 4);
+  const __m512 ws = _mm512_permutexvar_ps(spread, _mm512_castps128_ps512(s4));
   _Pragma("GCC unroll 4")
   for (int m = 0; m < MM; ++m) {
     const uint8_t* a = act + m * stride;
     const __m512i alo = _mm512_loadu_si512(a + c * 128), ahi = _mm512_loadu_si512(a + c * 128 + 64);
     const __m512i corr = _mm512_loadu_si512(a + Kp + c * 64);
     const __m512 da = _mm512_loadu_ps(reinterpret_cast<const float*>(a + Kp + Kp / 2) + c * 16);
-    _Pragma("GCC unroll 16")
-    for (int r = 0; r < R; ++r) {
-      const __m512i s = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(corr, lo[r], alo), hi[r], ahi);
-      acc[m][r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(ws[r], da), acc[m][r]);
-    }
+    const __m512i s = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(corr, lo, alo), hi, ahi);
+    acc[m] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(ws, da), acc[m]);
   }
 }
 
-// Rows [n, n + R) of W against MM activation rows: C[m * ldc + n + r].
-template <int MM, int R>
-inline void q4_tile(const uint8_t* act, int64_t stride, int64_t K, const uint8_t* q, const float* scales,
-                    const float* bias, float* C, int64_t ldc, int64_t n, bool prefetch) {
+// MM activation rows against rows [n0, n1) of W: C[m * ldc + n]. One row of W at a time, its
+// steps spread over U accumulators per activation row (independent FMA chains). Rows of W are
+// contiguous, so the codes and the scales are read as two linear streams that the hardware
+// prefetcher follows; tiles of R interleaved rows (R + R streams, with software prefetch) left it
+// well short of the bandwidth. Measured on Zen 5 with W from DRAM (1024 x 3072, one thread, the
+// same process): M = 1 19-22 -> 24-26 GB/s (a streaming read of the same bytes: 29-39), M = 2
+// 16 -> 20, M = 3 15 -> 17; with W in cache, M = 1 runs at about 55 GB/s either way.
+template <int MM, int U>
+void q4_rows(const uint8_t* act, int64_t stride, int64_t K, const uint8_t* q, const float* scales,
+             const float* bias, float* C, int64_t ldc, int64_t n0, int64_t n1) {
   const int64_t nb = K / 32, row = K / 2, Kp = q4_kp(K), full = nb / 4;
   const int tail = static_cast<int>(nb % 4);
-  const uint8_t* qr[R];
-  const float* sr[R];
-  _Pragma("GCC unroll 16")
-  for (int r = 0; r < R; ++r) {
-    qr[r] = q + (n + r) * row;
-    sr[r] = scales + (n + r) * nb;
+  for (int64_t n = n0; n < n1; ++n) {
+    const uint8_t* qr = q + n * row;
+    const float* sr = scales + n * nb;
+    __m512 acc[U][MM];
+    _Pragma("GCC unroll 8")
+    for (int u = 0; u < U; ++u)
+      _Pragma("GCC unroll 4")
+      for (int m = 0; m < MM; ++m) acc[u][m] = _mm512_setzero_ps();
+    int64_t c = 0;
+    for (; c + U <= full; c += U)
+      _Pragma("GCC unroll 8")
+      for (int u = 0; u < U; ++u) q4_step<MM, false>(act, stride, Kp, qr, sr, c + u, 0, acc[u]);
+    for (; c < full; ++c) q4_step<MM, false>(act, stride, Kp, qr, sr, c, 0, acc[c % U]);
+    if (tail) q4_step<MM, true>(act, stride, Kp, qr, sr, full, tail, acc[U - 1]);
+    _Pragma("GCC unroll 4")
+    for (int m = 0; m < MM; ++m) {
+      __m512 sum = acc[0][m];
+      _Pragma("GCC unroll 8")
+      for (int u = 1; u < U; ++u) sum = _mm512_add_ps(sum, acc[u][m]);
+      C[m * ldc + n] = _mm512_reduce_add_ps(sum) + (bias ? bias[n] : 0.f);
+    }
   }
-  __m512 acc[MM][R];
-  _Pragma("GCC unroll 4")
-  for (int m = 0; m < MM; ++m)
-    _Pragma("GCC unroll 16")
-    for (int r = 0; r < R; ++r) acc[m][r] = _mm512_setzero_ps();
-  // The R row streams are fetched one tile ahead in software (one prefetch per 64-byte line; the
-  // address may lie past the end of W, which a prefetch tolerates): the hardware prefetcher does
-  // not follow R interleaved streams far enough.
-  const int64_t ahead = R * row;
-  for (int64_t c = 0; c < full; ++c) {
-    if (prefetch)
-      _Pragma("GCC unroll 16")
-      for (int r = 0; r < R; ++r) __builtin_prefetch(qr[r] + c * 64 + ahead);
-    q4_step<MM, R, false>(act, stride, Kp, qr, sr, c, 0, acc);
-  }
-  if (tail) q4_step<MM, R, true>(act, stride, Kp, qr, sr, full, tail, acc);
-  _Pragma("GCC unroll 4")
-  for (int m = 0; m < MM; ++m)
-    _Pragma("GCC unroll 16")
-    for (int r = 0; r < R; ++r) C[m * ldc + n + r] = _mm512_reduce_add_ps(acc[m][r]) + (bias ? bias[n + r] : 0.f);
-}
-
-template <int MM, int R>
-void q4_rows_m(const uint8_t* act, int64_t stride, int64_t K, const uint8_t* q, const float* scales,
-               const float* bias, float* C, int64_t ldc, int64_t n0, int64_t n1) {
-  int64_t n = n0;
-  for (; n + R <= n1; n += R) q4_tile<MM, R>(act, stride, K, q, scales, bias, C, ldc, n, true);
-  for (; n < n1; ++n) q4_tile<MM, 1>(act, stride, K, q, scales, bias, C, ldc, n, false);
 }
 
 // Activation rows [0, M) (row m at m * stride; decode sizes, the GEMM of quant_gemm_vnni.h takes
@@ -147,9 +132,9 @@ inline void q4_dot_rows(const uint8_t* act, int64_t stride, int64_t M, int64_t K
     const uint8_t* a = act + m * stride;
     float* c = C + m * ldc;
     switch (M - m) {
-      case 1: q4_rows_m<1, 4>(a, stride, K, q, scales, bias, c, ldc, n0, n1); break;
-      case 2: q4_rows_m<2, 4>(a, stride, K, q, scales, bias, c, ldc, n0, n1); break;
-      default: q4_rows_m<3, 3>(a, stride, K, q, scales, bias, c, ldc, n0, n1); break;
+      case 1: q4_rows<1, 4>(a, stride, K, q, scales, bias, c, ldc, n0, n1); break;
+      case 2: q4_rows<2, 2>(a, stride, K, q, scales, bias, c, ldc, n0, n1); break;
+      default: q4_rows<3, 2>(a, stride, K, q, scales, bias, c, ldc, n0, n1); break;
     }
   }
 }
