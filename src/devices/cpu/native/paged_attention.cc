@@ -267,10 +267,6 @@ struct Piece {
   int64_t t0, nt, g, nh, k0, k1;
 };
 
-// Key rows ahead of the one being scored whose cache lines are requested (software prefetch):
-// a decode step's rows come from memory (the weights streamed since the last step evicted them).
-constexpr int64_t kAhead = 16;
-
 // Key positions [lo, hi) that token t sees.
 inline void key_range(const PagedAttentionArgs& a, int64_t t, int64_t* lo, int64_t* hi) {
   *hi = int64_t(a.pos[t]) + 1;
@@ -302,8 +298,6 @@ void attend_piece(const PagedAttentionArgs& a, const Piece& pc, float* O, int64_
   const auto q_row = [&](int64_t r) { return a.q + ((pc.t0 + r / gw) * a.Hq + pc.g * group + r % gw) * D; };
   const auto o_row = [&](int64_t r) { return O + (r / gw) * ostride + (r % gw) * Dv; };
   const auto head = [&](int64_t r) { return (r % gw) / group; };  // row r's kv head, from g
-  // The pool row (slot) of key position c.
-  const auto slot_of = [&](int64_t c) { return int64_t(table[c / a.bs]) * a.bs + c % a.bs; };
   for (int64_t r = 0; r < R; ++r) {
     key_range(a, pc.t0 + r / gw, lo + r, hi + r);
     lo[r] = std::max(lo[r], pc.k0), hi[r] = std::min(hi[r], pc.k1);
@@ -323,20 +317,21 @@ void attend_piece(const PagedAttentionArgs& a, const Piece& pc, float* O, int64_
         slot[j] = int64_t(table[b]) * a.bs + off;
         if (++off == a.bs) off = 0, ++b;
       }
-      // The chunk's rows sit a pool row apart (all kv heads interleaved). Values, used after the
-      // softmax, are requested now (to L2); keys kAhead rows ahead of the scoring (to L1), the
-      // first ones here; so the cache misses overlap each other and the arithmetic.
-      if (c0 == pc.k0 || converts)  // (a converted chunk's rows are all read by prep)
-        for (int64_t c = c0; c < std::min(c0 + (converts ? n : kAhead), pc.k1); ++c)
-          for (int64_t i = 0; i < nh * D * es; i += 64) __builtin_prefetch(kc + slot_of(c) * kstride + i, 0, 3);
-      for (int64_t j = 0; j < n; ++j)
-        for (int64_t i = 0; i < nh * Dv * es; i += 64) __builtin_prefetch(vc + slot[j] * vstride + i, 0, 2);
+      // The chunk's rows sit a pool row apart (all kv heads interleaved): for one head's piece, ask
+      // for them all now, so their cache misses overlap (keys to L1, values, used after the
+      // softmax, to L2). A piece of several heads read in place reads long runs of consecutive
+      // rows, left to the hardware prefetchers (software prefetches measured slower there: batch-1
+      // decode, bfloat16, Zen 5).
+      if (nh == 1 || converts) {
+        for (int64_t j = 0; j < n; ++j)
+          for (int64_t i = 0; i < nh * D * es; i += 64) __builtin_prefetch(kc + slot[j] * kstride + i, 0, 3);
+        for (int64_t j = 0; j < n; ++j)
+          for (int64_t i = 0; i < nh * Dv * es; i += 64) __builtin_prefetch(vc + slot[j] * vstride + i, 0, 2);
+      }
       prep(n);
       // Scores, four keys at a time (indices past n repeat the last key; masked below), all the
       // piece's kv heads of a key row together.
       for (int64_t j = 0; j < n; j += 4) {
-        for (int64_t c = c0 + j + kAhead; c < std::min(c0 + j + kAhead + 4, pc.k1); ++c)
-          for (int64_t i = 0; i < nh * D * es; i += 64) __builtin_prefetch(kc + slot_of(c) * kstride + i, 0, 3);
         const auto *k0 = krow(j), *k1 = krow(std::min(j + 1, n - 1)), *k2 = krow(std::min(j + 2, n - 1)), *k3 = krow(std::min(j + 3, n - 1));
         for (int64_t r = 0; r < R;) {
           const int64_t h = head(r) * D;
