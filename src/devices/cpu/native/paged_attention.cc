@@ -257,6 +257,8 @@ namespace {
 
 // Keys per online-softmax step (a multiple of 4 and of kW): a chunk's scores stay in L1.
 constexpr int64_t kChunk = 64;
+// Rows ahead of the one being scored that a piece of several kv heads prefetches (see run).
+constexpr int64_t kAhead = 8;
 // Query tokens per tile at most: consecutive positions of one sequence (a prefill chunk) share
 // each key and value row read.
 constexpr int64_t kTile = 8;
@@ -320,8 +322,8 @@ void attend_piece(const PagedAttentionArgs& a, const Piece& pc, float* O, int64_
       // The chunk's rows sit a pool row apart (all kv heads interleaved): for one head's piece, ask
       // for them all now, so their cache misses overlap (keys to L1, values, used after the
       // softmax, to L2). A piece of several heads read in place reads long runs of consecutive
-      // rows, left to the hardware prefetchers (software prefetches measured slower there: batch-1
-      // decode, bfloat16, Zen 5).
+      // rows, which the hardware prefetchers follow (all lines prefetched measured slower there:
+      // batch-1 decode, bfloat16, Zen 5); it asks for each row's first lines ahead (scores below).
       if (nh == 1 || converts) {
         for (int64_t j = 0; j < n; ++j)
           for (int64_t i = 0; i < nh * D * es; i += 64) __builtin_prefetch(kc + slot[j] * kstride + i, 0, 3);
@@ -332,6 +334,16 @@ void attend_piece(const PagedAttentionArgs& a, const Piece& pc, float* O, int64_
       // Scores, four keys at a time (indices past n repeat the last key; masked below), all the
       // piece's kv heads of a key row together.
       for (int64_t j = 0; j < n; j += 4) {
+        if (nh > 1 && !converts) {
+          // One prefetch per row kAhead rows ahead, of its first key and value lines: starts each
+          // row's (and 4 KiB page's) misses early, where the hardware prefetchers, which stop at
+          // page ends, then follow (measured faster than none, and than all of a row's lines).
+          const int64_t c = c0 + j;
+          for (int64_t p = c == pc.k0 ? c : c + kAhead, e = std::min(c + kAhead + 4, pc.k1); p < e; ++p) {
+            const int64_t sl = int64_t(table[p / a.bs]) * a.bs + p % a.bs;
+            __builtin_prefetch(kc + sl * kstride, 0, 3), __builtin_prefetch(vc + sl * vstride, 0, 2);
+          }
+        }
         const auto *k0 = krow(j), *k1 = krow(std::min(j + 1, n - 1)), *k2 = krow(std::min(j + 2, n - 1)), *k3 = krow(std::min(j + 3, n - 1));
         for (int64_t r = 0; r < R;) {
           const int64_t h = head(r) * D;
