@@ -21,8 +21,11 @@ function rng(seed: number): () => number {
 const randn = (r: () => number, shape: number[]) => T.tensor(Array.from({ length: shape.reduce((a, b) => a * b, 1) }, r), { shape });
 const i32 = (xs: number[], shape = [xs.length]) => T.tensor(xs, { dtype: "int32", shape });
 
-/** `run`: each sequence also queries its last `run` positions in order (a prefill chunk). */
-interface Case { Hq: number; Hkv: number; D: number; bs: number; lens: number[]; window?: number; softcap?: number; pool?: "bfloat16" | "float16"; run?: number }
+/**
+ * `run`: each sequence also queries its last `run` positions in order (a prefill chunk);
+ * `decode`: the query tokens are only each sequence's last position (a decode step).
+ */
+interface Case { Hq: number; Hkv: number; D: number; bs: number; lens: number[]; window?: number; softcap?: number; pool?: "bfloat16" | "float16"; run?: number; decode?: boolean }
 
 async function check(device: Device, c: Case, tol: number): Promise<void> {
   const r = rng(c.lens.length * 31 + c.D);
@@ -43,7 +46,8 @@ async function check(device: Device, c: Case, tol: number): Promise<void> {
   });
   // Query tokens: every sequence's last position, plus a few earlier ones, interleaved.
   const tokens: [number, number][] = [];
-  c.lens.forEach((l, s) => tokens.push([s, l - 1], [s, Math.floor(l / 2)], [s, 0]));
+  if (c.decode) c.lens.forEach((l, s) => tokens.push([s, l - 1]));
+  else c.lens.forEach((l, s) => tokens.push([s, l - 1], [s, Math.floor(l / 2)], [s, 0]));
   tokens.reverse();
   c.lens.forEach((l, s) => { for (let p = Math.max(0, l - (c.run ?? 0)); p < l; p++) tokens.push([s, p]); });
   const q = randn(r, [tokens.length, c.Hq, c.D]);
@@ -69,6 +73,13 @@ const CASES: [string, Case][] = [
   ["Qwen3-0.6B's heads (16 of 128 over 8 kv heads), bfloat16 pools, 300 positions", { Hq: 16, Hkv: 8, D: 128, bs: 16, lens: [300, 37], pool: "bfloat16", run: 20 }],
   ["one kv head over 700 positions (keys split over threads), head size 20 (vector tail)", { Hq: 4, Hkv: 1, D: 20, bs: 16, lens: [700] }],
   ["keys split over threads with a sliding window of 600, soft-capping and a prefill run", { Hq: 2, Hkv: 1, D: 32, bs: 16, lens: [900], window: 600, softcap: 3, run: 12 }],
+  // Decode steps: pieces of several kv heads (paged_attention.cc's nh > 1), split over the keys for long contexts.
+  ["decode step of Qwen3-0.6B's heads, batch 1, bfloat16 pools, 96 positions", { Hq: 16, Hkv: 8, D: 128, bs: 16, lens: [96], pool: "bfloat16", decode: true }],
+  ["decode step of Qwen3-0.6B's heads, batch 3, 2100 positions (keys split)", { Hq: 16, Hkv: 8, D: 128, bs: 16, lens: [40, 2100, 5], decode: true }],
+  ["decode step, one block per sequence (the static cache's kernel), bfloat16 pools, 1500 positions", { Hq: 16, Hkv: 8, D: 128, bs: 2048, lens: [1500], pool: "bfloat16", decode: true }],
+  ["decode step, groups of 3 query heads, sliding window 700 and soft-capping, bfloat16 pools", { Hq: 12, Hkv: 4, D: 64, bs: 16, lens: [1200, 9], window: 700, softcap: 5, pool: "bfloat16", decode: true }],
+  ["decode step, one query head per kv head, head size 40 (vector tail), one block per sequence", { Hq: 4, Hkv: 4, D: 40, bs: 64, lens: [33, 64], decode: true }],
+  ["decode step, float16 pools (per-head pieces), one block per sequence", { Hq: 16, Hkv: 8, D: 128, bs: 128, lens: [100], pool: "float16", decode: true }],
 ];
 
 for (const [name, c] of CASES) {

@@ -257,14 +257,16 @@ namespace {
 
 // Keys per online-softmax step (a multiple of 4 and of kW): a chunk's scores stay in L1.
 constexpr int64_t kChunk = 64;
+// Rows ahead of the one being scored that a piece of several kv heads prefetches (see run).
+constexpr int64_t kAhead = 8;
 // Query tokens per tile at most: consecutive positions of one sequence (a prefill chunk) share
 // each key and value row read.
 constexpr int64_t kTile = 8;
 constexpr float kLog2e = 1.4426950408889634f;
 
-// Query tokens [t0, t0 + nt) (one sequence, consecutive positions), kv head g, keys [k0, k1).
+// Query tokens [t0, t0 + nt) (one sequence, consecutive positions), kv heads [g, g + nh), keys [k0, k1).
 struct Piece {
-  int64_t t0, nt, g, k0, k1;
+  int64_t t0, nt, g, nh, k0, k1;
 };
 
 // Key positions [lo, hi) that token t sees.
@@ -273,30 +275,33 @@ inline void key_range(const PagedAttentionArgs& a, int64_t t, int64_t* lo, int64
   *lo = a.window > 0 ? std::max<int64_t>(0, *hi - a.window) : 0;
 }
 
-// One piece over its R = nt * group query rows (row r: token t0 + r / group, query head
-// g * group + r % group). Leaves in O (row r at O + (r / group) * ostride + (r % group) * Dv) the
+// One piece over its R = nt * nh * group query rows (with gw = nh * group rows per token, row r:
+// token t0 + r / gw, query head g * group + r % gw, of kv head g + (r % gw) / group). A piece of
+// several kv heads reads each key row's heads [g, g + nh) (contiguous in the pool row) together.
+// Leaves in O (row r at O + (r / gw) * ostride + (r % gw) * Dv) the
 // unnormalized sum of 2^(s - m) v over the keys the row sees within [k0, k1), in m [R] the
 // running max of its scores s (in log2 units: scores times log2(e)) and in l [R] the sum of
 // 2^(s - m) (no key seen: m = -inf, l = 0, O = 0).
 TSORCH_ISA_CLONES
 void attend_piece(const PagedAttentionArgs& a, const Piece& pc, float* O, int64_t ostride, float* m, float* l) {
-  const int64_t group = a.Hq / a.Hkv, D = a.D, Dv = a.Dv, R = pc.nt * group;
+  const int64_t group = a.Hq / a.Hkv, D = a.D, Dv = a.Dv, nh = pc.nh, gw = nh * group, R = pc.nt * gw;
   const int64_t es = dtype_size(a.kv_dtype), kstride = a.Hkv * D * es, vstride = a.Hkv * Dv * es;
   const char* kc = static_cast<const char*>(a.k_cache) + pc.g * D * es;
   const char* vc = static_cast<const char*>(a.v_cache) + pc.g * Dv * es;
   const int32_t* table = a.tables + int64_t(a.seq[pc.t0]) * a.max_blocks;
-  float* S = thread_scratch(3, R * kChunk + kChunk * (D + Dv) + 2 * (kChunk + 4 * R) + R);
+  float* S = thread_scratch(3, R * kChunk + kChunk * nh * (D + Dv) + 2 * (kChunk + 4 * R) + R);
   float* Kb = S + R * kChunk;  // the chunk's key and value rows as float32 (converted pools only)
-  float* Vb = Kb + kChunk * D;
-  int64_t* slot = reinterpret_cast<int64_t*>(Vb + kChunk * Dv);  // the chunk's slots (pool rows)
+  float* Vb = Kb + kChunk * nh * D;
+  int64_t* slot = reinterpret_cast<int64_t*>(Vb + kChunk * nh * Dv);  // the chunk's slots (pool rows)
   int64_t* lo = slot + kChunk;  // each row's key range [lo, hi)
   int64_t* hi = lo + R;
   int64_t* jr = hi + R;  // per chunk: each row's seen keys [jr[2r], jr[2r + 1]) and rescale al[r]
   float* al = reinterpret_cast<float*>(jr + 2 * R);
-  const auto q_row = [&](int64_t r) { return a.q + ((pc.t0 + r / group) * a.Hq + pc.g * group + r % group) * D; };
-  const auto o_row = [&](int64_t r) { return O + (r / group) * ostride + (r % group) * Dv; };
+  const auto q_row = [&](int64_t r) { return a.q + ((pc.t0 + r / gw) * a.Hq + pc.g * group + r % gw) * D; };
+  const auto o_row = [&](int64_t r) { return O + (r / gw) * ostride + (r % gw) * Dv; };
+  const auto head = [&](int64_t r) { return (r % gw) / group; };  // row r's kv head, from g
   for (int64_t r = 0; r < R; ++r) {
-    key_range(a, pc.t0 + r / group, lo + r, hi + r);
+    key_range(a, pc.t0 + r / gw, lo + r, hi + r);
     lo[r] = std::max(lo[r], pc.k0), hi[r] = std::min(hi[r], pc.k1);
     std::fill(o_row(r), o_row(r) + Dv, 0.f);
     m[r] = -std::numeric_limits<float>::infinity(), l[r] = 0.f;
@@ -307,26 +312,49 @@ void attend_piece(const PagedAttentionArgs& a, const Piece& pc, float* O, int64_
   const f32x16 ninf = f32x16{} - std::numeric_limits<float>::infinity();
   // The chunk loop over rows krow(j), vrow(j) of chunk key j (in place in the pool, or float32
   // rows that `prep` converts per chunk).
-  const auto run = [&](const auto& krow, const auto& vrow, const auto& prep) __attribute__((always_inline)) {
+  const auto run = [&](const auto& krow, const auto& vrow, const auto& prep, bool converts) __attribute__((always_inline)) {
     for (int64_t c0 = pc.k0; c0 < pc.k1; c0 += kChunk) {
       const int64_t n = std::min(kChunk, pc.k1 - c0), nv = (n + kW - 1) / kW * kW;
       for (int64_t j = 0, b = c0 / a.bs, off = c0 % a.bs; j < n; ++j) {
         slot[j] = int64_t(table[b]) * a.bs + off;
         if (++off == a.bs) off = 0, ++b;
       }
-      // The chunk's rows sit a pool row apart (all kv heads interleaved): ask for them all now, so
-      // their cache misses overlap (keys to L1, values, used after the softmax, to L2).
-      for (int64_t j = 0; j < n; ++j)
-        for (int64_t i = 0; i < D * es; i += 64) __builtin_prefetch(kc + slot[j] * kstride + i, 0, 3);
-      for (int64_t j = 0; j < n; ++j)
-        for (int64_t i = 0; i < Dv * es; i += 64) __builtin_prefetch(vc + slot[j] * vstride + i, 0, 2);
+      // The chunk's rows sit a pool row apart (all kv heads interleaved): for one head's piece, ask
+      // for them all now, so their cache misses overlap (keys to L1, values, used after the
+      // softmax, to L2). A piece of several heads read in place reads long runs of consecutive
+      // rows, which the hardware prefetchers follow (all lines prefetched measured slower there:
+      // batch-1 decode, bfloat16, Zen 5); it asks for each row's first lines ahead (scores below).
+      if (nh == 1 || converts) {
+        for (int64_t j = 0; j < n; ++j)
+          for (int64_t i = 0; i < nh * D * es; i += 64) __builtin_prefetch(kc + slot[j] * kstride + i, 0, 3);
+        for (int64_t j = 0; j < n; ++j)
+          for (int64_t i = 0; i < nh * Dv * es; i += 64) __builtin_prefetch(vc + slot[j] * vstride + i, 0, 2);
+      }
       prep(n);
-      // Scores, four keys at a time (indices past n repeat the last key; masked below).
+      // Scores, four keys at a time (indices past n repeat the last key; masked below), all the
+      // piece's kv heads of a key row together.
       for (int64_t j = 0; j < n; j += 4) {
+        if (nh > 1 && !converts) {
+          // One prefetch per row kAhead rows ahead, of its first key and value lines: starts each
+          // row's (and 4 KiB page's) misses early, where the hardware prefetchers, which stop at
+          // page ends, then follow (measured faster than none, and than all of a row's lines).
+          const int64_t c = c0 + j;
+          for (int64_t p = c == pc.k0 ? c : c + kAhead, e = std::min(c + kAhead + 4, pc.k1); p < e; ++p) {
+            const int64_t sl = int64_t(table[p / a.bs]) * a.bs + p % a.bs;
+            __builtin_prefetch(kc + sl * kstride, 0, 3), __builtin_prefetch(vc + sl * vstride, 0, 2);
+          }
+        }
         const auto *k0 = krow(j), *k1 = krow(std::min(j + 1, n - 1)), *k2 = krow(std::min(j + 2, n - 1)), *k3 = krow(std::min(j + 3, n - 1));
-        int64_t r = 0;
-        for (; r + 2 <= R; r += 2) dot4x2(q_row(r), q_row(r + 1), k0, k1, k2, k3, D, S + r * kChunk + j, S + (r + 1) * kChunk + j);
-        if (r < R) dot4(q_row(r), k0, k1, k2, k3, D, S + r * kChunk + j);
+        for (int64_t r = 0; r < R;) {
+          const int64_t h = head(r) * D;
+          if (r + 1 < R && head(r + 1) * D == h) {
+            dot4x2(q_row(r), q_row(r + 1), k0 + h, k1 + h, k2 + h, k3 + h, D, S + r * kChunk + j, S + (r + 1) * kChunk + j);
+            r += 2;
+          } else {
+            dot4(q_row(r), k0 + h, k1 + h, k2 + h, k3 + h, D, S + r * kChunk + j);
+            r += 1;
+          }
+        }
       }
       for (int64_t r = 0; r < R; ++r) {
         float* s = S + r * kChunk;
@@ -362,14 +390,16 @@ void attend_piece(const PagedAttentionArgs& a, const Piece& pc, float* O, int64_
         m[r] = mx;
         al[r] = alpha;
       }
-      // Weighted values, two rows at a time where they see the same keys (a token's query heads).
+      // Weighted values, two rows at a time where they see the same keys and kv head (a token's
+      // query heads of one group).
       for (int64_t r = 0; r < R;) {
-        const int64_t j0 = jr[2 * r], j1 = jr[2 * r + 1];
-        if (r + 1 < R && jr[2 * r + 2] == j0 && jr[2 * r + 3] == j1) {
-          if (j0 < j1) pv_row2(o_row(r), o_row(r + 1), Dv, al[r], al[r + 1], S + r * kChunk, S + (r + 1) * kChunk, j0, j1, vrow);
+        const int64_t j0 = jr[2 * r], j1 = jr[2 * r + 1], h = head(r) * Dv;
+        const auto vh = [&](int64_t j) __attribute__((always_inline)) { return vrow(j) + h; };
+        if (r + 1 < R && head(r + 1) * Dv == h && jr[2 * r + 2] == j0 && jr[2 * r + 3] == j1) {
+          if (j0 < j1) pv_row2(o_row(r), o_row(r + 1), Dv, al[r], al[r + 1], S + r * kChunk, S + (r + 1) * kChunk, j0, j1, vh);
           r += 2;
         } else {
-          if (j0 < j1) pv_row(o_row(r), Dv, al[r], S + r * kChunk, j0, j1, vrow);
+          if (j0 < j1) pv_row(o_row(r), Dv, al[r], S + r * kChunk, j0, j1, vh);
           r += 1;
         }
       }
@@ -378,19 +408,19 @@ void attend_piece(const PagedAttentionArgs& a, const Piece& pc, float* O, int64_
   const auto none = [](int64_t) {};
   if (a.kv_dtype == kF32) {
     run([&](int64_t j) { return reinterpret_cast<const float*>(kc + slot[j] * kstride); },
-        [&](int64_t j) { return reinterpret_cast<const float*>(vc + slot[j] * vstride); }, none);
-  } else if (a.kv_dtype == kBF16 && R <= 4) {  // few query rows: widen each bfloat16 row in registers
+        [&](int64_t j) { return reinterpret_cast<const float*>(vc + slot[j] * vstride); }, none, false);
+  } else if (a.kv_dtype == kBF16 && pc.nt * group <= 4) {  // few query rows per kv head: widen each bfloat16 row in registers
     run([&](int64_t j) { return reinterpret_cast<const uint16_t*>(kc + slot[j] * kstride); },
-        [&](int64_t j) { return reinterpret_cast<const uint16_t*>(vc + slot[j] * vstride); }, none);
+        [&](int64_t j) { return reinterpret_cast<const uint16_t*>(vc + slot[j] * vstride); }, none, false);
   } else {  // float16, or many query rows: convert the chunk's rows once
-    run([&](int64_t j) { return static_cast<const float*>(Kb + j * D); },
-        [&](int64_t j) { return static_cast<const float*>(Vb + j * Dv); },
+    run([&](int64_t j) { return static_cast<const float*>(Kb + j * nh * D); },
+        [&](int64_t j) { return static_cast<const float*>(Vb + j * nh * Dv); },
         [&](int64_t n) {
           for (int64_t j = 0; j < n; ++j) {
-            row_f32(kc + slot[j] * kstride, a.kv_dtype, Kb + j * D, D);
-            row_f32(vc + slot[j] * vstride, a.kv_dtype, Vb + j * Dv, Dv);
+            row_f32(kc + slot[j] * kstride, a.kv_dtype, Kb + j * nh * D, nh * D);
+            row_f32(vc + slot[j] * vstride, a.kv_dtype, Vb + j * nh * Dv, nh * Dv);
           }
-        });
+        }, true);
   }
 }
 
@@ -414,17 +444,27 @@ void paged_attention(const PagedAttentionArgs& a) {
     if (last && last->nt < kTile && a.seq[t] == a.seq[t - 1] && a.pos[t] == a.pos[t - 1] + 1) {
       ++last->nt, last->k0 = std::min(last->k0, lo), last->k1 = std::max(last->k1, hi);
     } else {
-      tiles.push_back({t, 1, 0, lo, hi});
+      tiles.push_back({t, 1, 0, 1, lo, hi});
     }
     longest = std::max(longest, tiles.back().k1 - tiles.back().k0);
   }
-  const int64_t threads = split_count(work, pool.size()), units = int64_t(tiles.size()) * a.Hkv;
+  int64_t max_nt = 1;
+  for (const Piece& t : tiles) max_nt = std::max(max_nt, t.nt);
+  const int64_t threads = split_count(work, pool.size()), ntiles = int64_t(tiles.size());
+  // Kv heads per piece: where each kv head has few query rows (decode steps) and the rows are read
+  // in place (float32, bfloat16), a piece takes several heads, so that a thread reads whole
+  // contiguous runs of each key row (a batch-1 step of 8 kv heads on 2 threads: 4 heads, half a
+  // row, each), as many as still leave a unit per thread.
+  int64_t nh = 1;
+  if (max_nt * group <= 4 && (a.kv_dtype == kF32 || a.kv_dtype == kBF16))
+    while (a.Hkv % (2 * nh) == 0 && ntiles * (a.Hkv / (2 * nh)) >= threads) nh *= 2;
+  const int64_t hunits = a.Hkv / nh, units = ntiles * hunits, gw = nh * group;
   // Splits of each unit's keys: enough pieces for ~4 per thread, each of >= kMinSplit keys.
   const int64_t splits =
       threads == 1 ? 1 : std::max<int64_t>(1, std::min((4 * threads + units - 1) / units, longest / kMinSplit));
   const auto piece = [&](int64_t u, int64_t p) {
-    Piece pc = tiles[u / a.Hkv];
-    pc.g = u % a.Hkv;
+    Piece pc = tiles[u / hunits];
+    pc.g = (u % hunits) * nh, pc.nh = nh;
     const int64_t n = pc.k1 - pc.k0, k0 = pc.k0;
     pc.k0 = k0 + n * p / splits, pc.k1 = k0 + n * (p + 1) / splits;
     return pc;
@@ -434,13 +474,13 @@ void paged_attention(const PagedAttentionArgs& a) {
     // One piece per unit, accumulated straight into its output rows, then normalized.
     const auto task = [&](int64_t u) {
       const Piece pc = piece(u, 0);
-      const int64_t R = pc.nt * group;
+      const int64_t R = pc.nt * gw;
       float* ml = thread_scratch(2, 2 * R);
       float* O = out_of(pc);
       attend_piece(a, pc, O, a.Hq * Dv, ml, ml + R);
       for (int64_t r = 0; r < R; ++r) {
         const float inv = 1.f / ml[R + r];
-        for (float *y = O + (r / group) * a.Hq * Dv + (r % group) * Dv, *e = y + Dv; y < e; ++y) *y *= inv;
+        for (float *y = O + (r / gw) * a.Hq * Dv + (r % gw) * Dv, *e = y + Dv; y < e; ++y) *y *= inv;
       }
     };
     if (threads == 1) {
@@ -452,18 +492,18 @@ void paged_attention(const PagedAttentionArgs& a) {
   }
   // Flash-decoding: piece p of a unit takes its keys [k0 + n p / P, k0 + n (p + 1) / P); each
   // piece leaves (O, m, l) in `parts`, and the merge rescales them to each row's largest m.
-  const int64_t Rmax = kTile * group, per = Rmax * (Dv + 2);
+  const int64_t Rmax = max_nt * gw, per = Rmax * (Dv + 2);
   std::vector<float> parts(static_cast<size_t>(units * splits * per));
   pool.parallel_for(units * splits, [&](int64_t i) {
     float* P = parts.data() + i * per;
-    attend_piece(a, piece(i / splits, i % splits), P, group * Dv, P + Rmax * Dv, P + Rmax * Dv + Rmax);
+    attend_piece(a, piece(i / splits, i % splits), P, gw * Dv, P + Rmax * Dv, P + Rmax * Dv + Rmax);
   });
   pool.parallel_for(units, [&](int64_t u) {
     const Piece pc = piece(u, 0);
-    for (int64_t r = 0; r < pc.nt * group; ++r) {
+    for (int64_t r = 0; r < pc.nt * gw; ++r) {
       float mx = -std::numeric_limits<float>::infinity();
       for (int64_t p = 0; p < splits; ++p) mx = std::max(mx, parts[(u * splits + p) * per + Rmax * Dv + r]);
-      float* O = out_of(pc) + (r / group) * a.Hq * Dv + (r % group) * Dv;
+      float* O = out_of(pc) + (r / gw) * a.Hq * Dv + (r % gw) * Dv;
       std::fill(O, O + Dv, 0.f);
       float l = 0;
       for (int64_t p = 0; p < splits; ++p) {

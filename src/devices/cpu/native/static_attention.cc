@@ -120,6 +120,12 @@ void to_probs(float* s, int64_t n, float scale, float softcap) {
 
 void static_attention(const PagedAttentionArgs& a) {
   const int64_t group = a.Hq / a.Hkv, kstride = a.Hkv * a.D, vstride = a.Hkv * a.Dv;
+  // Decode steps (one token per sequence, few query rows per kv head, float32 or bfloat16 rows)
+  // run paged_attention's pieces of several kv heads, which stream the key and value rows (see
+  // paged_attention.cc) and split long contexts over the threads.
+  bool decode = group <= 4 && (a.kv_dtype == kF32 || a.kv_dtype == kBF16);
+  for (int64_t t = 1; t < a.T && decode; ++t) decode = a.seq[t] != a.seq[t - 1];
+  if (decode) return paged_attention(a);
   const int64_t es = dtype_size(a.kv_dtype);
   const char* kc = static_cast<const char*>(a.k_cache);
   const char* vc = static_cast<const char*>(a.v_cache);
