@@ -476,11 +476,7 @@ napi_value PagedKVWrite(napi_env env, napi_callback_info info) {
   args.fits(slots, kI32, {T});
   if (args.failed()) return nullptr;
   const int32_t* sl = static_cast<const int32_t*>(slots.data);
-  for (int64_t t = 0; t < T; ++t) {
-    if (!args.check(sl[t] >= 0 && sl[t] < N * bs, false, "slot %d of token %lld is outside the pool's %lld slots",
-                    sl[t], static_cast<long long>(t), static_cast<long long>(N * bs)))
-      return nullptr;
-  }
+  if (!slots_in_pool(args, sl, T, N * bs)) return nullptr;
   paged_kv_write(static_cast<const float*>(k.data), static_cast<const float*>(v.data), kc.data, vc.data, kvdt,
                  sl, T, H * D, H * Dv);
   return undefined(env);

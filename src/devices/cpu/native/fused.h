@@ -7,7 +7,9 @@
 #include <node_api.h>
 
 #include <cstdint>
+#include <vector>
 
+#include "napi_args.h"
 #include "ops.h"
 
 namespace tsorch {
@@ -29,17 +31,27 @@ void linear_add(const float* x, const void* w, int w_dtype, const void* bias, in
 
 napi_value LinearAddExport(napi_env env, napi_callback_info info);
 
-// Up to three linears sharing one input (linear_group.cc): out[g] = n(x) @ w[g]^T, x float32
-// [M, K], n the RMS norm of rms_norm(…, norm_w, eps, offset) or, with norm_w null, the identity;
-// w[g] [N[g], K] of w_dtype[g]; out[g] float32 [M, N[g]]. With `prog` (a fused_elementwise program
-// of nsteps steps over inputs 0..G-1 = the products; every N equal), out[0] [M, N] receives the
-// chain's value instead and out[1..] are unused. No out may alias x, norm_w or a weight.
-struct LinearGroupArgs {
+// The input of a fused product (linear_group.cc, linear_argmax.cc): x float32 [M, K] and the RMS
+// norm n applied to its rows first, rms_norm(…, norm_w, eps, offset), or with norm_w null none.
+struct NormedInput {
   const float* x = nullptr;
   int64_t M = 0, K = 0;
   const void* norm_w = nullptr;
   int norm_dtype = 0;
   float eps = 0, offset = 0;
+};
+// n(x): x itself, or its normalized rows in `scratch` (resized).
+const float* normed_rows(const NormedInput& in, std::vector<float>& scratch);
+// Reads and checks an export's arguments 0..6 (x, M, K, normW, normDtype, eps, offset) into `in`;
+// false once any argument failed (the error is thrown).
+bool read_normed_input(Args& args, NormedInput* in);
+
+// Up to three linears sharing one input (linear_group.cc): out[g] = n(x) @ w[g]^T, n(x) as
+// NormedInput's;
+// w[g] [N[g], K] of w_dtype[g]; out[g] float32 [M, N[g]]. With `prog` (a fused_elementwise program
+// of nsteps steps over inputs 0..G-1 = the products; every N equal), out[0] [M, N] receives the
+// chain's value instead and out[1..] are unused. No out may alias x, norm_w or a weight.
+struct LinearGroupArgs : NormedInput {
   int G = 0;
   const void* w[3] = {};
   int w_dtype[3] = {};
@@ -76,14 +88,9 @@ void rotary_kv_write(const RotaryKVWriteArgs& a);
 napi_value RotaryKVWriteExport(napi_env env, napi_callback_info info);
 
 // A greedy step's head (linear_argmax.cc): out[m] = argmax over n of (n(x) @ w^T)[m, n], the first
-// NaN else the first maximum (reduce's argmax); x float32 [M, K], n as LinearGroupArgs' norm, w
-// [N, K] of w_dtype, out int64 [M].
-struct LinearArgmaxArgs {
-  const float* x = nullptr;
-  int64_t M = 0, K = 0;
-  const void* norm_w = nullptr;
-  int norm_dtype = 0;
-  float eps = 0, offset = 0;
+// NaN else the first maximum (reduce's argmax); n(x) as NormedInput's, w [N, K] of w_dtype, out
+// int64 [M].
+struct LinearArgmaxArgs : NormedInput {
   const void* w = nullptr;
   int w_dtype = 0;
   int64_t N = 0;

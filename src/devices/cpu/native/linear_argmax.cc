@@ -40,14 +40,9 @@ int64_t first_max(const float* row, int64_t n0, int64_t n1) {
 }  // namespace
 
 void linear_argmax(const LinearArgmaxArgs& a) {
-  const float* x = a.x;
   thread_local std::vector<float> normed, logits;
   thread_local std::vector<int64_t> found;
-  if (a.norm_w) {
-    normed.resize(static_cast<size_t>(a.M * a.K));
-    rms_norm(a.x, a.norm_w, a.norm_dtype, normed.data(), a.M, a.K, a.eps, a.offset);
-    x = normed.data();
-  }
+  const float* x = normed_rows(a, normed);
   const int64_t M = a.M, N = a.N;
   logits.resize(static_cast<size_t>(M * N));
   float* y = logits.data();
@@ -89,29 +84,16 @@ void linear_argmax(const LinearArgmaxArgs& a) {
 napi_value LinearArgmaxExport(napi_env env, napi_callback_info info) {
   Args args(env, info, "linearArgmax", 11);
   LinearArgmaxArgs a;
-  const Buffer x = args.buffer(0, "x");
-  a.M = args.integer(1, "M");
-  a.K = args.integer(2, "K");
-  const Buffer norm = args.buffer(3, "normW", true);
-  a.norm_dtype = args.dtype(4, "normDtype");
-  a.eps = static_cast<float>(args.number(5, "eps"));
-  a.offset = static_cast<float>(args.number(6, "offset"));
+  if (!read_normed_input(args, &a)) return nullptr;
   const Buffer w = args.buffer(7, "w");
   a.w_dtype = args.dtype(8, "wDtype");
   a.N = args.integer(9, "N", 1);
   const Buffer out = args.buffer(10, "out");
   if (args.failed()) return nullptr;
-  args.fits(x, kF32, {a.M, a.K});
-  if (norm.data) {
-    float_dtype(args, a.norm_dtype, "normDtype");
-    args.fits(norm, a.norm_dtype, {a.K});
-  }
   float_dtype(args, a.w_dtype, "wDtype");
   args.fits(w, a.w_dtype, {a.N, a.K});
   args.fits(out, kI64, {a.M});
   if (args.failed()) return nullptr;
-  a.x = static_cast<const float*>(x.data);
-  a.norm_w = norm.data;
   a.w = w.data;
   a.out = static_cast<int64_t*>(out.data);
   linear_argmax(a);

@@ -41,14 +41,35 @@ void epilogue_columns(const LinearGroupArgs& a, float* const* products, int64_t 
 
 }  // namespace
 
-void linear_group(const LinearGroupArgs& a) {
-  const float* x = a.x;
-  thread_local std::vector<float> normed;
-  if (a.norm_w) {
-    normed.resize(static_cast<size_t>(a.M * a.K));
-    rms_norm(a.x, a.norm_w, a.norm_dtype, normed.data(), a.M, a.K, a.eps, a.offset);
-    x = normed.data();
+const float* normed_rows(const NormedInput& in, std::vector<float>& scratch) {
+  if (!in.norm_w) return in.x;
+  scratch.resize(static_cast<size_t>(in.M * in.K));
+  rms_norm(in.x, in.norm_w, in.norm_dtype, scratch.data(), in.M, in.K, in.eps, in.offset);
+  return scratch.data();
+}
+
+bool read_normed_input(Args& args, NormedInput* in) {
+  const Buffer x = args.buffer(0, "x");
+  in->M = args.integer(1, "M");
+  in->K = args.integer(2, "K");
+  const Buffer norm = args.buffer(3, "normW", true);
+  in->norm_dtype = args.dtype(4, "normDtype");
+  in->eps = static_cast<float>(args.number(5, "eps"));
+  in->offset = static_cast<float>(args.number(6, "offset"));
+  if (args.failed()) return false;
+  args.fits(x, kF32, {in->M, in->K});
+  if (norm.data) {
+    float_dtype(args, in->norm_dtype, "normDtype");
+    args.fits(norm, in->norm_dtype, {in->K});
   }
+  in->x = static_cast<const float*>(x.data);
+  in->norm_w = norm.data;
+  return !args.failed();
+}
+
+void linear_group(const LinearGroupArgs& a) {
+  thread_local std::vector<float> normed;
+  const float* x = normed_rows(a, normed);
   BMatrix B[3];
   bool direct = true;
   for (int g = 0; g < a.G; ++g) {
@@ -110,13 +131,7 @@ void linear_group(const LinearGroupArgs& a) {
 napi_value LinearGroupExport(napi_env env, napi_callback_info info) {
   Args args(env, info, "linearGroup", 22);
   LinearGroupArgs a;
-  const Buffer x = args.buffer(0, "x");
-  a.M = args.integer(1, "M");
-  a.K = args.integer(2, "K");
-  const Buffer norm = args.buffer(3, "normW", true);
-  a.norm_dtype = args.dtype(4, "normDtype");
-  a.eps = static_cast<float>(args.number(5, "eps"));
-  a.offset = static_cast<float>(args.number(6, "offset"));
+  if (!read_normed_input(args, &a)) return nullptr;
   a.G = static_cast<int>(args.integer(7, "G", 1, 3));
   const Buffer prog = args.buffer(20, "prog", true);
   Buffer w[3], out[3];
@@ -128,11 +143,6 @@ napi_value LinearGroupExport(napi_env env, napi_callback_info info) {
   }
   a.nsteps = static_cast<int>(args.integer(21, "nsteps", 0, 4096));
   if (args.failed()) return nullptr;
-  args.fits(x, kF32, {a.M, a.K});
-  if (norm.data) {
-    float_dtype(args, a.norm_dtype, "normDtype");
-    args.fits(norm, a.norm_dtype, {a.K});
-  }
   for (int g = 0; g < a.G; ++g) {
     float_dtype(args, a.w_dtype[g], "wDtype");
     args.fits(w[g], a.w_dtype[g], {a.N[g], a.K});
@@ -155,8 +165,6 @@ napi_value LinearGroupExport(napi_env env, napi_callback_info info) {
     }
   }
   if (args.failed()) return nullptr;
-  a.x = static_cast<const float*>(x.data);
-  a.norm_w = norm.data;
   for (int g = 0; g < a.G; ++g) {
     a.w[g] = w[g].data;
     a.out[g] = static_cast<float*>(out[g].data);

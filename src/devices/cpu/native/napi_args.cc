@@ -217,4 +217,12 @@ bool float_dtype(Args& args, int dt, const char* name) {
                     name, dtype_name(dt));
 }
 
+bool slots_in_pool(Args& args, const int32_t* slots, int64_t T, int64_t pool_slots) {
+  for (int64_t t = 0; t < T; ++t)
+    if (!args.check(slots[t] >= 0 && slots[t] < pool_slots, false, "slot %d of token %lld is outside the pool's %lld slots",
+                    slots[t], static_cast<long long>(t), static_cast<long long>(pool_slots)))
+      return false;
+  return true;
+}
+
 }  // namespace tsorch

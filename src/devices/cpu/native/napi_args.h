@@ -85,4 +85,8 @@ napi_value undefined(napi_env env);
 // Checks that dtype code `dt` is float32, float16 or bfloat16 (else records an error naming `name`).
 bool float_dtype(Args& args, int dt, const char* name);
 
+// Checks that each of the T int32 pool slots is in [0, pool_slots) (else records an error naming
+// the first one outside): the paged KV writes' slot check.
+bool slots_in_pool(Args& args, const int32_t* slots, int64_t T, int64_t pool_slots);
+
 }  // namespace tsorch

@@ -84,12 +84,8 @@ napi_value RotaryKVWriteExport(napi_env env, napi_callback_info info) {
   args.fits(vc, a.kv_dtype, {N, bs, a.Hkv, a.Dv});
   args.fits(slots, kI32, {T});
   if (args.failed()) return nullptr;
-  const int32_t* sl = static_cast<const int32_t*>(slots.data);
-  for (int64_t t = 0; t < T; ++t) {
-    if (!args.check(sl[t] >= 0 && sl[t] < N * bs, false, "slot %d of token %lld is outside the pool's %lld slots",
-                    sl[t], static_cast<long long>(t), static_cast<long long>(N * bs)))
-      return nullptr;
-    if (!rows.data) continue;
+  if (!slots_in_pool(args, static_cast<const int32_t*>(slots.data), T, N * bs)) return nullptr;
+  for (int64_t t = 0; t < T && rows.data; ++t) {
     const int64_t id = a.rows_dtype == kI32 ? static_cast<const int32_t*>(rows.data)[t] : static_cast<const int64_t*>(rows.data)[t];
     if (!args.check(id >= 0 && id < P, false, "id %lld at position %lld is out of range [0, %lld)",
                     static_cast<long long>(id), static_cast<long long>(t), static_cast<long long>(P)))
@@ -103,7 +99,7 @@ napi_value RotaryKVWriteExport(napi_env env, napi_callback_info info) {
   a.sin = static_cast<const float*>(sin.data);
   a.k_cache = kc.data;
   a.v_cache = vc.data;
-  a.slots = sl;
+  a.slots = static_cast<const int32_t*>(slots.data);
   a.rows = rows.data;
   rotary_kv_write(a);
   return undefined(env);
