@@ -24,6 +24,7 @@ import { errorRatio, host, type HostTensor, type Tolerance, type Value } from ".
 /** The smallest normal float32; nonzero magnitudes below it are subnormal. */
 export const MIN_NORMAL_F32 = 2 ** -126;
 
+/** Whether `v` is a nonzero float32 subnormal (|v| < 2^-126); false for bigints, booleans and zeros. */
 export function isSubnormalF32(v: Value): boolean {
   return typeof v === "number" && v !== 0 && Math.abs(v) < MIN_NORMAL_F32;
 }

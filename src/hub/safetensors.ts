@@ -36,8 +36,14 @@ import { headerLength, parseHeader, type HeaderEntry } from "./safetensors_heade
 
 export { SAFETENSORS_FILE, SAFETENSORS_INDEX_FILE, type RawTensor, type StoredDType } from "./safetensors_format.js";
 
-/** loadCheckpoint's `readWeights` reads only checkpoints up to this share of the machine's memory. */
+/** loadCheckpoint's `readWeights` reads only checkpoints up to this share of the memory the process may use (a container's limit included). */
 export const READ_MAX_RAM_SHARE = 0.5;
+
+/** Bytes of memory this process may use: the machine's, or a container's (cgroup) limit when lower. */
+function machineMemory(): number {
+  const limit = process.constrainedMemory?.();
+  return limit && limit > 0 ? Math.min(limit, totalmem()) : totalmem();
+}
 
 /** How readSafetensors gets the bytes. */
 export interface ReadOptions {
@@ -146,7 +152,7 @@ export async function loadCheckpoint(dir: string, file = SAFETENSORS_FILE, index
   opts: { readWeights?: boolean } = {}): Promise<Map<string, RawTensor>> {
   const read = (paths: string[]): ReadOptions => {
     const bytes = paths.reduce((n, p) => n + statSync(p).size, 0);
-    return { map: !(opts.readWeights && bytes <= READ_MAX_RAM_SHARE * totalmem()) };
+    return { map: !(opts.readWeights && bytes <= READ_MAX_RAM_SHARE * machineMemory()) };
   };
   const index = join(dir, indexFile);
   if (existsSync(index)) {

@@ -28,11 +28,15 @@ export interface SourceOptions {
   progress?: boolean;
   /** Called as file bytes arrive (browser: every fetched file; Node: not called). */
   onProgress?: (p: DownloadProgress) => void;
-  /**
-   * Node, local checkpoints: read each tensor into host memory when first used instead of
-   * memory-mapping the files (loadCheckpoint's `readWeights`; model loading sets it for devices
-   * with hostMemoryWeights). Default false.
-   */
+}
+
+/**
+ * ModelSource.loadCheckpoint's options: the source options, and (Node, local checkpoints) whether
+ * to read each tensor into host memory when first used instead of memory-mapping the files
+ * (hub/safetensors.ts loadCheckpoint's `readWeights`; model loading sets it for devices with
+ * hostMemoryWeights). Default false.
+ */
+export interface CheckpointOptions extends SourceOptions {
   readWeights?: boolean;
 }
 
@@ -47,7 +51,7 @@ export interface ModelSource {
   /** The text of `file` in `location`, or undefined when there is no such file. Throws CheckpointError when unreadable. */
   readText(location: string, file: string, opts?: SourceOptions): Promise<string | undefined>;
   /** The safetensors tensors of `location` (single file or sharded). Throws CheckpointError. */
-  loadCheckpoint(location: string, opts?: SourceOptions): Promise<Map<string, RawTensor>>;
+  loadCheckpoint(location: string, opts?: CheckpointOptions): Promise<Map<string, RawTensor>>;
 }
 
 let current: ModelSource | undefined;

@@ -15,6 +15,7 @@
 
 #if defined(__linux__)
 #include <sys/mman.h>
+#include <unistd.h>
 #endif
 
 namespace tsorch {
@@ -53,7 +54,8 @@ void* map_aligned(size_t bytes) {
 #endif
 
 // allocateHuge(nbytes) -> ArrayBuffer of nbytes zero bytes on 2 MB pages, or null where this
-// platform has no such mappings or the mapping fails (the caller then allocates normally).
+// platform has no such mappings (or pages other than 4 KB) or the mapping fails (the caller then
+// allocates normally).
 napi_value AllocateHuge(napi_env env, napi_callback_info info) {
   Args args(env, info, "allocateHuge", 1);
   const int64_t n = args.integer(0, "nbytes", 1);
@@ -61,6 +63,8 @@ napi_value AllocateHuge(napi_env env, napi_callback_info info) {
   napi_value result;
   napi_get_null(env, &result);
 #if defined(__linux__) && defined(MADV_HUGEPAGE)
+  // 4 KB base pages only (x86-64, most arm64): the 2 MB alignment and huge pages assume them.
+  if (sysconf(_SC_PAGESIZE) != 4096) return result;
   const size_t bytes = (static_cast<size_t>(n) + 4095) & ~size_t{4095};
   void* base = map_aligned(bytes);
   if (base == nullptr) return result;

@@ -4,8 +4,10 @@
 // are contiguous rows of one block. Per (query token, kv head) task, as paged_attention.cc: the
 // group's query rows score every visible key row, softmax, then accumulate the value rows; here
 // a bfloat16 row is widened inside the vectorized dot/axpy loop (no conversion pass through a
-// buffer), and a small step (a decode step's few hundred keys) runs on the calling thread,
-// since waking the pool costs more than the work.
+// buffer), and a small call runs on the calling thread, since waking the pool costs more than the
+// work. Decode steps (one query token per sequence, float32 or bfloat16 pools, at most 4 query
+// heads per kv head) go to paged_attention.cc's multi-head pieces instead, which split a step's
+// kv heads over the pool.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -27,10 +29,9 @@ namespace {
 #define TSORCH_ISA_CLONES
 #endif
 
-// Work (about flops) under which a whole call runs on the calling thread. A decode step's call is
-// a few microseconds of K/V reads per layer between two GEMV jobs whose pool workers are still
-// spinning, so it is split from about 32 cached positions of a Qwen3-0.6B-shaped layer on (16
-// query heads of 128) instead of leaving one thread idle while the other reads the cache.
+// Work (about flops) under which a whole call runs on the calling thread: from about 32 cached
+// positions of a Qwen3-0.6B-shaped layer (16 query heads of 128) on, tasks are split over the
+// pool rather than leaving one thread idle while the other reads the cache.
 constexpr double kSerialWork = 256.0 * 1024;
 
 // A bfloat16 value (its bits), widened to float32 exactly by widen().
