@@ -19,6 +19,7 @@ import { pagedKVWrite } from "../src/tensor/paged_attention.js";
 import { maxAbsDiff } from "./helpers/shared.js";
 import { graphLog } from "./helpers/graph_log.js";
 import { lcgValues } from "./helpers/lcg.js";
+import { checkArgmaxTiesAndNaN } from "./helpers/linear_argmax_checks.js";
 
 function rand(shape: number[], seed: number): torch.Tensor {
   return torch.tensor(lcgValues(shape.reduce((a, b) => a * b, 1), seed), { shape });
@@ -126,32 +127,6 @@ test("compile: on cpu, the final norm, a linear and its argmax run as one linear
       assert.deepEqual(await ids(fb(input, weight) as torch.Tensor), await ids(bare(input, weight)), `${M}x${N}x${K} ${dtype} without a norm, input ${s}`);
     }
   }
-  // Ties: columns 5, 2037 and 4070 are one weight row (equal logits, the largest; in different tasks): the first wins.
-  const [M, N, K] = [2, 4096, 16];
-  const wv = lcgValues(N * K, 40).map((v) => v * 0.1);
-  for (const c of [5, 2037, 4070]) wv.set(Array.from({ length: K }, () => 1), c * K);
-  const w = torch.tensor(wv, { shape: [N, K] });
-  const x = torch.tensor(new Float32Array(M * K).fill(0.5), { shape: [M, K] });
-  torch.compiler.reset();
-  const fb = torch.compile(bare);
-  fb(x, w);
-  assert.deepEqual(await ids(fb(x, w) as torch.Tensor), [5, 5], "ties: the first maximum");
-  // NaN weight rows: their logits are NaN, and argmax returns the first NaN as eager does.
-  const nan = wv.slice();
-  nan[3000 * K + 3] = NaN;
-  nan[3900 * K] = NaN;
-  const wn = torch.tensor(nan, { shape: [N, K] });
-  assert.deepEqual(await ids(fb(x, wn) as torch.Tensor), await ids(bare(x, wn)), "NaN logits: eager's pick");
-  assert.deepEqual(await ids(fb(x, wn) as torch.Tensor), [3000, 3000], "NaN logits: the first NaN");
-  // Logits also returned: the linear and the argmax stay two kernels.
-  const both = (x: torch.Tensor, w: torch.Tensor) => {
-    const logits = torch.linear(x, w);
-    return [logits, torch.argmax(logits, -1)];
-  };
-  torch.compiler.reset();
-  const f2 = torch.compile(both);
-  assert.equal(kernelCalls(() => f2(x, w)), 2, "logits returned: linear + argmax");
-  const [l2, i2] = f2(x, wn) as torch.Tensor[];
-  assert.deepEqual(await ids(i2), [3000, 3000]);
-  assert.equal(l2.shape.join(), `${M},${N}`);
+  // Ties in different tasks (columns 5, 2037, 4070 of 4096), NaN rows 3000 and 3900.
+  await checkArgmaxTiesAndNaN("cpu", 4096, [5, 2037, 4070], [3000, 3900], kernelCalls);
 });

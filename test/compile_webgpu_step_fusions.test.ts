@@ -28,6 +28,7 @@ import { pagedAttention, pagedKVWrite } from "../src/tensor/paged_attention.js";
 import { maxAbsDiff } from "./helpers/shared.js";
 import { webgpuOrSkip } from "./helpers/webgpu.js";
 import { graphLog } from "./helpers/graph_log.js";
+import { checkArgmaxTiesAndNaN } from "./helpers/linear_argmax_checks.js";
 import { lcgValues } from "./helpers/lcg.js";
 
 function rand(shape: number[], seed: number, device: Device): torch.Tensor {
@@ -63,34 +64,8 @@ test("compile: on webgpu, the final norm, a linear and its argmax run as one lin
       assert.deepEqual(await ids(fb(input, weight) as torch.Tensor), await ids(bare(input, weight)), `${M}x${N}x${K} without a norm, input ${s}`);
     }
   }
-  // Ties: columns 5, 37 and 70 are one weight row (equal logits, the largest): the first wins.
-  const [M, N, K] = [2, 96, 16];
-  const wv = lcgValues(N * K, 40).map((v) => v * 0.1);
-  for (const c of [5, 37, 70]) wv.set(Array.from({ length: K }, () => 1), c * K);
-  const w = torch.tensor(wv, { shape: [N, K], device: dev });
-  const x = torch.tensor(new Float32Array(M * K).fill(0.5), { shape: [M, K], device: dev });
-  torch.compiler.reset();
-  const fb = torch.compile(bare);
-  fb(x, w);
-  assert.deepEqual(await ids(fb(x, w) as torch.Tensor), [5, 5], "ties: the first maximum");
-  // A NaN weight row: its logits are NaN, and argmax returns the first NaN as eager does.
-  const nan = wv.slice();
-  nan[50 * K + 3] = NaN;
-  nan[80 * K] = NaN;
-  const wn = torch.tensor(nan, { shape: [N, K], device: dev });
-  assert.deepEqual(await ids(fb(x, wn) as torch.Tensor), await ids(bare(x, wn)), "NaN logits: eager's pick");
-  assert.deepEqual(await ids(fb(x, wn) as torch.Tensor), [50, 50], "NaN logits: the first NaN");
-  // Logits also returned: the linear and the argmax stay two kernels.
-  const both = (x: torch.Tensor, w: torch.Tensor) => {
-    const logits = torch.linear(x, w);
-    return [logits, torch.argmax(logits, -1)];
-  };
-  torch.compiler.reset();
-  const f2 = torch.compile(both);
-  assert.equal(kernelCalls(() => f2(x, w)), 2, "logits returned: linear + argmax");
-  const [l2, i2] = f2(x, wn) as torch.Tensor[];
-  assert.deepEqual(await ids(i2), [50, 50]);
-  assert.equal(l2.shape.join(), `${M},${N}`);
+  // Ties (columns 5, 37, 70 of 96), NaN rows 50 and 80.
+  await checkArgmaxTiesAndNaN(dev, 96, [5, 37, 70], [50, 80], kernelCalls);
 });
 
 test("compile: on webgpu, the rotary cos/sin gathers by position fold into rotaryKVWrite, within 1e-4 of eager", async (t) => {
