@@ -15,6 +15,7 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 import * as torch from "../src/index.js";
+import { rotaryKVStep } from "./helpers/rotary_kv_step.js";
 import { pagedKVWrite } from "../src/tensor/paged_attention.js";
 import { maxAbsDiff } from "./helpers/shared.js";
 import { graphLog } from "./helpers/graph_log.js";
@@ -45,13 +46,7 @@ async function close(got: torch.Tensor[], want: torch.Tensor[], what: string): P
 
 test("compile: on cpu, q's and k's rotary and the paged KV write run as one rotaryKVWrite, within 1e-5 of eager", async () => {
   const [Hq, Hk, D] = [4, 2, 8];
-  const step = (withQuery: boolean, keepKey: boolean) => (q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
-    slots: torch.Tensor, kc: torch.Tensor, vc: torch.Tensor) => {
-    const qr = withQuery ? torch.applyRotary(q, cos, sin) : q.mul(1);
-    const kr = torch.applyRotary(k, cos, sin);
-    pagedKVWrite(kr.reshape([k.shape[1], Hk, D]), v, kc, vc, slots);
-    return keepKey ? [qr, kr] : [qr];
-  };
+  const step = (withQuery: boolean, keepKey: boolean) => rotaryKVStep(Hk, D, withQuery, keepKey);
   // [L, rotary dims R, with q's rotary, k's rotated values returned too, pool dtype, kernel calls]
   const cases = [[1, 8, true, false, "float32", 1], [5, 4, true, false, "float32", 1], [1, 8, true, false, "bfloat16", 1],
     [3, 8, false, false, "float32", 2], [2, 8, true, true, "float32", 3]] as const;

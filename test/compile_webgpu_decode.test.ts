@@ -14,8 +14,8 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 import * as torch from "../src/index.js";
+import { rotaryKVStep } from "./helpers/rotary_kv_step.js";
 import type { Device } from "../src/devices/device.js";
-import { pagedKVWrite } from "../src/tensor/paged_attention.js";
 import { maxAbsDiff } from "./helpers/shared.js";
 import { webgpuOrSkip } from "./helpers/webgpu.js";
 import { graphLog } from "./helpers/graph_log.js";
@@ -121,13 +121,7 @@ test("compile: on webgpu, q's and k's rotary and the paged KV write run as one r
   const dev = await webgpuOrSkip(t);
   if (!dev) return;
   const [Hq, Hk, D] = [4, 2, 8];
-  const step = (withQuery: boolean, keepKey: boolean) => (q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
-    slots: torch.Tensor, kc: torch.Tensor, vc: torch.Tensor) => {
-    const qr = withQuery ? torch.applyRotary(q, cos, sin) : q.mul(1);
-    const kr = torch.applyRotary(k, cos, sin);
-    pagedKVWrite(kr.reshape([k.shape[1], Hk, D]), v, kc, vc, slots);
-    return keepKey ? [qr, kr] : [qr];
-  };
+  const step = (withQuery: boolean, keepKey: boolean) => rotaryKVStep(Hk, D, withQuery, keepKey);
   // [L, rotary dims R, with q's rotary, k's rotated values returned too, kernel calls]
   for (const [L, R, withQuery, keepKey, calls] of [[1, 8, true, false, 1], [5, 4, true, false, 1], [3, 8, false, false, 2], [2, 8, true, true, 3]] as const) {
     torch.compiler.reset();
