@@ -16,7 +16,6 @@ import assert from "node:assert/strict";
 import { test } from "node:test";
 import * as torch from "../src/index.js";
 import { rotaryKVStep } from "./helpers/rotary_kv_step.js";
-import { pagedKVWrite } from "../src/tensor/paged_attention.js";
 import { maxAbsDiff } from "./helpers/shared.js";
 import { graphLog } from "./helpers/graph_log.js";
 import { lcgValues } from "./helpers/lcg.js";
@@ -71,13 +70,8 @@ test("compile: on cpu, q's and k's rotary and the paged KV write run as one rota
 test("compile: on cpu, the rotary cos/sin gathers by position fold into rotaryKVWrite, within 1e-5 of eager", async () => {
   const [Hq, Hk, D, R, P] = [4, 2, 8, 8, 32];
   const step = (q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, positions: torch.Tensor, cosT: torch.Tensor, sinT: torch.Tensor,
-    slots: torch.Tensor, kc: torch.Tensor, vc: torch.Tensor) => {
-    const [cos, sin] = [torch.embedding(positions, cosT), torch.embedding(positions, sinT)];
-    const qr = torch.applyRotary(q, cos, sin);
-    const kr = torch.applyRotary(k, cos, sin);
-    pagedKVWrite(kr.reshape([k.shape[1], Hk, D]), v, kc, vc, slots);
-    return [qr];
-  };
+    slots: torch.Tensor, kc: torch.Tensor, vc: torch.Tensor) =>
+    rotaryKVStep(Hk, D, true, false)(q, k, v, torch.embedding(positions, cosT), torch.embedding(positions, sinT), slots, kc, vc);
   const [cosT, sinT] = [rand([P, R], 7), rand([P, R], 8)];
   let posDtype: "int32" | "int64" = "int32";
   const args = (L: number, seed: number, pos: number[]) => [rand([1, L, Hq, D], seed), rand([1, L, Hk, D], seed + 1), rand([L, Hk, D], seed + 2),

@@ -21,10 +21,11 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 import * as torch from "../src/index.js";
+import { rotaryKVStep } from "./helpers/rotary_kv_step.js";
 import type { Device } from "../src/devices/device.js";
 import { gatherKernels } from "../src/devices/webgpu/kernels/gather.js";
 import { FUSED_MAX_MACS } from "../src/devices/webgpu/kernels/linear_argmax.js";
-import { pagedAttention, pagedKVWrite } from "../src/tensor/paged_attention.js";
+import { pagedAttention } from "../src/tensor/paged_attention.js";
 import { maxAbsDiff } from "./helpers/shared.js";
 import { webgpuOrSkip } from "./helpers/webgpu.js";
 import { graphLog } from "./helpers/graph_log.js";
@@ -73,13 +74,8 @@ test("compile: on webgpu, the rotary cos/sin gathers by position fold into rotar
   if (!dev) return;
   const [Hq, Hk, D, R, P] = [4, 2, 8, 8, 32];
   const step = (q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, positions: torch.Tensor, cosT: torch.Tensor, sinT: torch.Tensor,
-    slots: torch.Tensor, kc: torch.Tensor, vc: torch.Tensor) => {
-    const [cos, sin] = [torch.embedding(positions, cosT), torch.embedding(positions, sinT)];
-    const qr = torch.applyRotary(q, cos, sin);
-    const kr = torch.applyRotary(k, cos, sin);
-    pagedKVWrite(kr.reshape([k.shape[1], Hk, D]), v, kc, vc, slots);
-    return [qr];
-  };
+    slots: torch.Tensor, kc: torch.Tensor, vc: torch.Tensor) =>
+    rotaryKVStep(Hk, D, true, false)(q, k, v, torch.embedding(positions, cosT), torch.embedding(positions, sinT), slots, kc, vc);
   const [cosT, sinT] = [rand([P, R], 7, dev), rand([P, R], 8, dev)];
   let posDtype: "int32" | "int64" = "int32";
   const args = (L: number, seed: number, pos: number[]) => [rand([1, L, Hq, D], seed, dev), rand([1, L, Hk, D], seed + 1, dev), rand([L, Hk, D], seed + 2, dev),
