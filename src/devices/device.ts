@@ -12,6 +12,16 @@ export interface Storage {
   readonly nbytes: number;
 }
 
+/**
+ * Storage for weights that live together (one model's): a device may pack them into shared blocks
+ * of memory, each freed once no storage in it is referenced any more. Storages from it are never
+ * reused by `allocate` after `release`.
+ */
+export interface WeightArena {
+  /** `nbytes` of uninitialised memory, aligned to at least 64 bytes. */
+  allocate(nbytes: number): Storage;
+}
+
 export interface Device {
   /** Backend type, e.g. "cpu" or "webgpu": the key kernels are registered under. */
   readonly type: string;
@@ -51,4 +61,9 @@ export interface Device {
    * (hub/safetensors.ts loadCheckpoint, `readWeights`).
    */
   readonly hostMemoryWeights?: boolean;
+  /**
+   * Optional: a fresh arena for a set of weights made on this device (cpu: quantized weights
+   * packed into huge-page blocks, see cpu/weight_arena.ts). Without it, weights use `allocate`.
+   */
+  weightArena?(): WeightArena;
 }

@@ -3,7 +3,7 @@
  * ("int4"): symmetric scales per block of 32 along the input dimension, stored as float32.
  * Activations stay float32; the weight is decoded inside the kernel (tensor/ops.ts linearQuantized).
  */
-import type { Device } from "../devices/device.js";
+import type { Device, WeightArena } from "../devices/device.js";
 import { linearQuantizedGroup, quantizeBlocks } from "../tensor/ops.js";
 import type { Tensor } from "../tensor/tensor.js";
 import { Linear } from "./layers.js";
@@ -27,9 +27,12 @@ export function isWeightQuantization(s: unknown): s is WeightQuantization {
 export class QuantizedWeight {
   constructor(readonly bits: 4 | 8, readonly q: Tensor, readonly scales: Tensor) {}
 
-  /** Quantize a float weight [N, K] (K a multiple of 32; RangeError otherwise). */
-  static quantize(w: Tensor, bits: 4 | 8): QuantizedWeight {
-    const { q, scales } = quantizeBlocks(w, bits);
+  /**
+   * Quantize a float weight [N, K] (K a multiple of 32; RangeError otherwise), into `arena` (one
+   * of w's device) when given.
+   */
+  static quantize(w: Tensor, bits: 4 | 8, arena?: WeightArena): QuantizedWeight {
+    const { q, scales } = quantizeBlocks(w, bits, arena);
     return new QuantizedWeight(bits, q, scales);
   }
 
@@ -43,17 +46,22 @@ export class QuantizedWeight {
  * Quantize the weight of every Linear under `root` whose input size is a multiple of 32 (the
  * others stay float, as do embeddings, norms and biases). With `device` (the weights being on cpu,
  * where quantizeBlocks runs), the quantized weights are placed there and the layers drop their float
- * weight, so that moving the model afterwards does not copy it. Returns how many layers were
+ * weight, so that moving the model afterwards does not copy it. Weights that stay on the device
+ * they are quantized on share one weight arena there (Device.weightArena; on cpu, huge pages for
+ * the decode GEMVs to stream), freed with the last of them. Returns how many layers were
  * quantized and the names of those left float.
  */
 export function quantizeLinears(root: Module, format: WeightQuantization, device?: Device): { quantized: number; skipped: string[] } {
   let quantized = 0;
   const skipped: string[] = [];
+  const arenas = new Map<Device, WeightArena | undefined>();
   for (const [name, m] of root.namedModules()) {
     if (!(m instanceof Linear)) continue;
     if (m.inFeatures % 32 !== 0) skipped.push(name);
     else {
-      const w = QuantizedWeight.quantize(m.weight.value, QUANT_BITS[format]);
+      const from = m.weight.value.device;
+      if (!arenas.has(from)) arenas.set(from, !device || device === from ? from.weightArena?.() : undefined);
+      const w = QuantizedWeight.quantize(m.weight.value, QUANT_BITS[format], arenas.get(from));
       m.quantized = device && device !== w.q.device ? w.to(device) : w;
       if (m.quantized !== w) m.dropWeight();
       quantized++;

@@ -6,7 +6,7 @@
  * Numerics: float16/bfloat16 inputs of elementwise/reduction ops are computed in float32 and the
  * result is cast back (as PyTorch does on cpu); linear/embedding/norm read half weights directly.
  */
-import type { Device } from "../devices/device.js";
+import type { Device, WeightArena } from "../devices/device.js";
 import { getKernel, hasKernel, type BinaryOp, type ReduceOp, type UnaryOp } from "../devices/kernels.js";
 import { isFloating, itemsize, promoteTypes, type DType } from "./dtype.js";
 import { encode } from "./host.js";
@@ -17,9 +17,10 @@ import { Tensor, type TensorLike } from "./tensor.js";
 
 // ------------------------------------------------------------------ helpers
 
-/** Allocate an uninitialised contiguous tensor. */
-export function empty(shape: readonly number[], dtype: DType, device: Device): Tensor {
-  const storage = device.allocate(numel(shape) * itemsize(dtype));
+/** Allocate an uninitialised contiguous tensor (from `arena`, one of `device`'s, when given). */
+export function empty(shape: readonly number[], dtype: DType, device: Device, arena?: WeightArena): Tensor {
+  const nbytes = numel(shape) * itemsize(dtype);
+  const storage = arena ? arena.allocate(nbytes) : device.allocate(nbytes);
   track(storage);
   traceObserver()?.allocated(storage);
   return new Tensor(storage, dtype, shape);
@@ -572,15 +573,16 @@ export function dequantizeMxfp4(blocks: Tensor, scales: Tensor): Tensor {
  * (bits 8: code = round(x / d), d = max|x| / 127) or q4_0 (bits 4: d = m / -8 with m the value of
  * largest magnitude, code = min(15, trunc(x / d + 8.5)), value = (code - 8) * d), per block of 32
  * along K, with float32 scales. Returns q int32 [N, K * bits / 32] (packed bytes, see
- * KernelSignatures.quantizeBlocks) and scales float32 [N, K / 32].
+ * KernelSignatures.quantizeBlocks) and scales float32 [N, K / 32]. With `arena` (one of w's
+ * device, Device.weightArena) both are allocated from it.
  */
-export function quantizeBlocks(w: Tensor, bits: 4 | 8): { q: Tensor; scales: Tensor } {
+export function quantizeBlocks(w: Tensor, bits: 4 | 8, arena?: WeightArena): { q: Tensor; scales: Tensor } {
   if (bits !== 4 && bits !== 8) throw new RangeError(`quantize_blocks: bits must be 4 or 8, got ${bits}`);
   if (w.ndim !== 2 || w.shape[1] % 32 !== 0 || !isFloating(w.dtype)) {
     throw new RangeError(`quantize_blocks: expected a float weight [N, K] with K a multiple of 32, got ${w.dtype} [${w.shape}]`);
   }
   const [N, K] = w.shape;
-  const q = empty([N, (K * bits) / 32], "int32", w.device), scales = empty([N, K / 32], "float32", w.device);
+  const q = empty([N, (K * bits) / 32], "int32", w.device, arena), scales = empty([N, K / 32], "float32", w.device, arena);
   if (q.numel > 0) getKernel("quantizeBlocks", w.device.type)(w.contiguous(), bits, q, scales);
   return { q, scales };
 }

@@ -3,10 +3,11 @@
  * views (e.g. weights read from a safetensors file) are used in place and reads are synchronous.
  * Kernels run synchronously in the native addon (./native.ts), on its thread pool.
  */
-import type { Device, Storage } from "../device.js";
+import type { Device, Storage, WeightArena } from "../device.js";
 import type { GraphExecutable, GraphSpec } from "../graph.js";
 import { compileCpuGraph } from "./graph.js";
 import { allocateHost } from "./host_memory.js";
+import { CpuWeightArena } from "./weight_arena.js";
 
 class CpuStorage implements Storage {
   constructor(readonly device: Device, readonly handle: Uint8Array) {}
@@ -57,6 +58,11 @@ export class CpuDevice implements Device {
       while (old.length && this.pooledBytes > POOL_MAX_BYTES) old.pop(), this.pooledBytes -= size;
       if (!old.length) this.pool.delete(size);
     }
+  }
+
+  /** Quantized weights packed into huge-page blocks (./weight_arena.ts). */
+  weightArena(): WeightArena {
+    return new CpuWeightArena((bytes) => new CpuStorage(this, bytes));
   }
 
   upload(bytes: Uint8Array): Storage {

@@ -101,25 +101,17 @@ void linear_quantized(const float* x, const uint8_t* q, const float* scales, int
     const int64_t arb = ik->act_row_bytes(K);
     uint8_t* act = reinterpret_cast<uint8_t*>(thread_scratch(2, static_cast<size_t>((M * arb + 3) / 4)));
     parallel_rows(M, static_cast<double>(K) * 8, [&](int64_t m) { ik->quantize_act(bits, x, K, m, m + 1, K, act); });
-    // Split N into chunks of 24 rows (a multiple of the kernels' tiles), several per thread.
-    const int64_t chunks = (N + 23) / 24;
-    ThreadPool& pool = ThreadPool::get();
-    const int64_t tasks = std::min(chunks, split_count(2.0 * M * N * K, 4 * pool.size()));
-    pool.parallel_for(tasks, [&](int64_t t) {
-      const int64_t n0 = std::min(N, chunks * t / tasks * 24), n1 = std::min(N, chunks * (t + 1) / tasks * 24);
-      ik->dot_rows(bits, act, M, K, q, scales, b, out, N, n0, n1);
+    // Chunks of 24 rows (a multiple of the kernels' tiles), one contiguous range per thread.
+    parallel_ranges((N + 23) / 24, 2.0 * M * 24 * K, [&](int64_t c0, int64_t c1) {
+      ik->dot_rows(bits, act, M, K, q, scales, b, out, N, std::min(N, c0 * 24), std::min(N, c1 * 24));
     });
     return;
   }
   const QuantKernels& k = quant_kernels();
   if (M <= kDotMaxM) {
-    // Split N into chunks of 16 rows, several per thread (the machine is shared).
-    const int64_t chunks = (N + 15) / 16;
-    ThreadPool& pool = ThreadPool::get();
-    const int64_t tasks = std::min(chunks, split_count(2.0 * M * N * K, 4 * pool.size()));
-    pool.parallel_for(tasks, [&](int64_t t) {
-      const int64_t n0 = std::min(N, chunks * t / tasks * 16), n1 = std::min(N, chunks * (t + 1) / tasks * 16);
-      k.dot_rows(bits, x, K, M, K, q, scales, b, out, N, n0, n1);
+    // Chunks of 16 rows, one contiguous range per thread.
+    parallel_ranges((N + 15) / 16, 2.0 * M * 16 * K, [&](int64_t c0, int64_t c1) {
+      k.dot_rows(bits, x, K, M, K, q, scales, b, out, N, std::min(N, c0 * 16), std::min(N, c1 * 16));
     });
     return;
   }
@@ -143,7 +135,6 @@ void linear_quantized_group(const float* x, int bits, int64_t M, int64_t K, cons
   std::vector<std::vector<float>> bias_f32(nw);
   std::vector<const float*> b(nw, nullptr);
   std::vector<int64_t> chunks(nw + 1, 0);  // chunks[w]: the first 24-row chunk of weight w, in one numbering
-  int64_t rows = 0;
   for (int w = 0; w < nw; ++w) {
     if (ws[w].bias) {
       bias_f32[w].resize(ws[w].N);
@@ -151,18 +142,13 @@ void linear_quantized_group(const float* x, int bits, int64_t M, int64_t K, cons
       b[w] = bias_f32[w].data();
     }
     chunks[w + 1] = chunks[w] + (ws[w].N + 23) / 24;
-    rows += ws[w].N;
   }
   const int64_t arb = ik->act_row_bytes(K);
   uint8_t* act = reinterpret_cast<uint8_t*>(thread_scratch(2, static_cast<size_t>((M * arb + 3) / 4)));
   for (int64_t m = 0; m < M; ++m) ik->quantize_act(bits, x, K, m, m + 1, K, act);
-  // As linear_quantized's decode split (as many tasks per weight, so that as fine-grained: a
-  // descheduled thread holds up no more), over the chunks of all the weights together.
+  // As linear_quantized's decode split, over the chunks of all the weights together.
   const int64_t total = chunks[nw];
-  ThreadPool& pool = ThreadPool::get();
-  const int64_t tasks = std::min(total, split_count(2.0 * M * rows * K, 4 * pool.size() * nw));
-  pool.parallel_for(tasks, [&](int64_t t) {
-    const int64_t c0 = total * t / tasks, c1 = total * (t + 1) / tasks;
+  parallel_ranges(total, 2.0 * M * 24 * K, [&](int64_t c0, int64_t c1) {
     for (int w = 0; w < nw; ++w) {
       const int64_t lo = std::max(c0, chunks[w]), hi = std::min(c1, chunks[w + 1]);
       if (lo >= hi) continue;

@@ -2,6 +2,7 @@
 // briefly between jobs and then sleep on a condition variable. The caller runs tasks too.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <type_traits>
 
@@ -54,6 +55,54 @@ void parallel_rows(int64_t rows, double cost_per_row, F&& row_fn) {
   if (tasks > rows) tasks = rows;
   pool.parallel_for(tasks, [&](int64_t t) {
     for (int64_t r = rows * t / tasks, r1 = rows * (t + 1) / tasks; r < r1; ++r) row_fn(r);
+  });
+}
+
+
+// Runs fn(c0, c1) over pieces [c0, c1) covering [0, nchunks) exactly once, in parallel when
+// nchunks * cost_per_chunk is worth it. Each pool thread owns one contiguous range, which it
+// streams front to back as a single thread would (one hardware-prefetch stream, no jumps between
+// interleaved tasks); a thread that finishes its own range takes pieces from the back of the
+// others' ranges, so that on a loaded machine a descheduled thread holds up no more than a piece.
+// Pieces are an eighth of a range. Batch-1 decode GEMVs stream every weight byte once; on the
+// host measured (AMD EPYC Zen 5, 2 threads, Qwen3-0.6B-shaped int4/int8 layer GEMVs, same-process
+// A/B at load ~2.7) this split read 0-10% faster than 4 tasks per thread claimed round-robin.
+template <class F>
+void parallel_ranges(int64_t nchunks, double cost_per_chunk, F&& fn) {
+  if (nchunks <= 0) return;
+  ThreadPool& pool = ThreadPool::get();
+  constexpr int64_t kMaxRanges = 64, kPiecesPerRange = 8;
+  int64_t ranges = split_count(cost_per_chunk * static_cast<double>(nchunks), pool.size());
+  ranges = ranges < nchunks ? ranges : nchunks;
+  ranges = ranges < kMaxRanges ? ranges : kMaxRanges;
+  if (ranges <= 1) return fn(int64_t{0}, nchunks);
+  // Range r: (begin << 32 | end) of its chunks not yet taken (nchunks < 2^31: rows of a weight).
+  struct alignas(64) Range { std::atomic<uint64_t> v; };
+  Range range[kMaxRanges];
+  for (int64_t r = 0; r < ranges; ++r)
+    range[r].v.store(static_cast<uint64_t>(nchunks * r / ranges) << 32 | static_cast<uint64_t>(nchunks * (r + 1) / ranges),
+                     std::memory_order_relaxed);
+  const int64_t piece = (nchunks / ranges + kPiecesPerRange - 1) / kPiecesPerRange;
+  // Takes up to `piece` chunks from the front (own range) or back (another's) of range r.
+  const auto take = [&](int64_t r, bool front, int64_t* c0, int64_t* c1) {
+    uint64_t v = range[r].v.load(std::memory_order_relaxed);
+    for (;;) {
+      const int64_t b = static_cast<int64_t>(v >> 32), e = static_cast<int64_t>(v & 0xffffffffu);
+      if (b >= e) return false;
+      const int64_t nb = front ? (b + piece < e ? b + piece : e) : b, ne = front ? e : (e - piece > b ? e - piece : b);
+      if (range[r].v.compare_exchange_weak(v, static_cast<uint64_t>(nb) << 32 | static_cast<uint64_t>(ne),
+                                           std::memory_order_relaxed)) {
+        *c0 = front ? b : ne;
+        *c1 = front ? nb : e;
+        return true;
+      }
+    }
+  };
+  pool.parallel_for(ranges, [&](int64_t t) {
+    int64_t c0, c1;
+    while (take(t, true, &c0, &c1)) fn(c0, c1);
+    for (int64_t k = 1; k < ranges; ++k)
+      while (take((t + k) % ranges, false, &c0, &c1)) fn(c0, c1);
   });
 }
 
