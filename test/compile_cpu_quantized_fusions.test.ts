@@ -190,3 +190,18 @@ if (!process.env.TSORCH_CPU_INT8) {
     }
   });
 }
+
+test("the fused cpu exports refuse a quantized weight with bad bits, too few codes or misshapen scales by name", async () => {
+  const { native } = await import("../src/devices/cpu/native.js");
+  const f32 = (n: number) => new Float32Array(n);
+  const codes = (n: number) => new Uint8Array(n);
+  const ids = new BigInt64Array(1);
+  // x [1, 32], w [2, 32]: int8 codes 64 bytes, scales [2, 1].
+  const head = (w: Uint8Array, scales: Float32Array, bits: number) => native().linearArgmax(f32(32), 1, 32, null, 0, 0, 0, w, 0, 2, ids, scales, bits);
+  assert.throws(() => head(codes(64), f32(2), 3), /linearArgmax: bits must be 8 or 4/);
+  assert.throws(() => head(codes(32), f32(2), 8), /linearArgmax: argument 'w' holds 32 bytes, too few for \[2, 32\] at 8 bits/);
+  assert.throws(() => head(codes(64), f32(1), 8), /linearArgmax.*scales/);
+  assert.throws(() => native().linearAdd(f32(32), codes(32), 0, null, 0, f32(2), f32(2), 1, 2, 32, f32(1), 4), /linearAdd.*scales/);
+  assert.throws(() => native().linearGroup(f32(16), 1, 16, null, 0, 0, 0, 1, codes(16), 0, 2, f32(2), null, 0, 0, null, null, 0, 0, null, null, 0,
+    f32(1), null, null, 4), /linearGroup: K = 16 is not a multiple of 32/);
+});
