@@ -142,10 +142,12 @@ void linear_group(const LinearGroupArgs& a) {
     return;
   }
   if (a.prog) {
-    // Tasks are column ranges of N shared by all products.
+    // Tasks are column ranges of N shared by all products; quantized weights cut as finely as
+    // linear_quantized_group cuts the unfused products (kTasksPerThread per thread and weight).
     const int64_t N = a.w[0].N, panels = (N + panel - 1) / panel;
     const int64_t threads = split_count(2.0 * a.G * a.M * N * a.K, pool.size());
-    const int64_t tasks = std::max<int64_t>(1, std::min(panels, threads * kTasksPerThread));
+    const int64_t per_thread = kTasksPerThread * (a.w[0].bits ? a.G : 1);
+    const int64_t tasks = std::max<int64_t>(1, std::min(panels, threads * per_thread));
     pool.parallel_for(tasks, [&](int64_t t) {
       const int64_t n0 = std::min(N, panels * t / tasks * panel), n1 = std::min(N, panels * (t + 1) / tasks * panel);
       for (int g = 0; g < a.G; ++g) products.range(g, nullptr, outs[g], N, n0, n1);
