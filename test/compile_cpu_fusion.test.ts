@@ -44,7 +44,7 @@ for (const dtype of ["float32", "bfloat16"] as const) {
 test("linearAdd on cpu refuses a residual of the wrong size by name", async () => {
   const { native } = await import("../src/devices/cpu/native.js");
   const f32 = (n: number) => new Float32Array(n);
-  assert.throws(() => native().linearAdd(f32(4), f32(8), 0, null, 0, f32(1), f32(2), 1, 2, 4), /linearAdd.*residual/);
+  assert.throws(() => native().linearAdd(f32(4), f32(8), 0, null, 0, f32(1), f32(2), 1, 2, 4, null, 0), /linearAdd.*residual/);
 });
 
 for (const dtype of ["float32", "bfloat16"] as const) {
@@ -96,7 +96,7 @@ test("compile on cpu: a linear of the group's input traced after other nodes (Qw
 test("linearGroup on cpu refuses an output of the wrong size and a malformed epilogue by name", async () => {
   const { native } = await import("../src/devices/cpu/native.js");
   const f32 = (n: number) => new Float32Array(n);
-  assert.throws(() => native().linearGroup(f32(4), 1, 4, null, 0, 0, 0, 1, f32(8), 0, 2, f32(1), null, 0, 0, null, null, 0, 0, null, null, 0), /linearGroup.*out/);
+  assert.throws(() => native().linearGroup(f32(4), 1, 4, null, 0, 0, 0, 1, f32(8), 0, 2, f32(1), null, 0, 0, null, null, 0, 0, null, null, 0, null, null, null, 0), /linearGroup.*out/);
   const badStep = new Int32Array([1, 2, 0, 0, 0, 5]); // mul of input 0 and input 5 of a 2-weight group
-  assert.throws(() => native().linearGroup(f32(4), 1, 4, null, 0, 0, 0, 2, f32(8), 0, 2, f32(2), f32(8), 0, 2, null, null, 0, 0, null, badStep, 1), /linearGroup: epilogue step 0 is malformed/);
+  assert.throws(() => native().linearGroup(f32(4), 1, 4, null, 0, 0, 0, 2, f32(8), 0, 2, f32(2), f32(8), 0, 2, null, null, 0, 0, null, badStep, 1, null, null, null, 0), /linearGroup: epilogue step 0 is malformed/);
 });

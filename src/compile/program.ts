@@ -72,10 +72,13 @@ export class GraphProgram {
     const temporary = new Set([...cap.allocated].filter((s) => !slots.has(s)));
     const live = eliminateDeadCode(cap.nodes, outputs, temporary);
     const ops = registeredOps(device.type);
-    const epilogued = ops.includes("linearAdd") ? fuseLinearEpilogue(live, outputs, temporary) : live;
+    const epilogued = ops.includes("linearAdd") || ops.includes("linearAddQuantized")
+      ? fuseLinearEpilogue(live, outputs, temporary, { float: ops.includes("linearAdd"), quantized: ops.includes("linearAddQuantized") }) : live;
     const fused = ops.includes("fusedElementwise") ? fuseElementwise(epilogued, outputs, temporary) : epilogued;
-    const grouped = ops.includes("linearGroup") ? groupLinears(fused, outputs, temporary) : fused;
-    const headed = ops.includes("linearArgmax") ? fuseLinearArgmax(grouped, outputs, temporary) : grouped;
+    const grouped = ops.includes("linearGroup") || ops.includes("linearGroupQuantized")
+      ? groupLinears(fused, outputs, temporary, { float: ops.includes("linearGroup"), quantized: ops.includes("linearGroupQuantized") }) : fused;
+    const headed = ops.includes("linearArgmax") || ops.includes("linearArgmaxQuantized")
+      ? fuseLinearArgmax(grouped, outputs, temporary, { float: ops.includes("linearArgmax"), quantized: ops.includes("linearArgmaxQuantized") }) : grouped;
     const rotated = ops.includes("rotaryKVWrite") ? fuseRotaryKVWrite(headed, outputs, temporary) : headed;
     const gathered = ops.includes("rotaryKVWrite") ? fuseRotaryGather(rotated, outputs, temporary) : rotated;
     const attended = ops.includes("pagedAttentionLinearAdd") ? fuseAttentionOut(gathered, outputs, temporary) : gathered;

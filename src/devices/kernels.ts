@@ -215,6 +215,24 @@ export interface KernelSignatures {
    * outs) and of linearAdd (its x being h); out shares no storage with x, the norm weight or ws. */
   linearGroupLinearAdd(x: TensorView, norm: LinearGroupNorm | null, ws: TensorView[], epilogue: readonly FusedStep[],
     w: TensorView, bias: TensorView | null, residual: TensorView, out: TensorView): void;
+  /** linearGroup with block-quantized weights (made by compile's linear grouping from
+   * linearQuantized / linearQuantizedGroup nodes, never by the front-end): ws[i] as linearQuantized
+   * takes its weight, all of one bits, N_i its q's rows; each product equals linearQuantized's. */
+  linearGroupQuantized(x: TensorView, norm: LinearGroupNorm | null, ws: QuantizedWeight[], outs: TensorView[], epilogue?: readonly FusedStep[] | null): void;
+  /** linearAdd with a block-quantized weight (compile's epilogue fusion of linearQuantized and a
+   * residual add): out = linearQuantized(x, w…, bias) + residual, shapes and aliasing as linearAdd's. */
+  linearAddQuantized(x: TensorView, w: QuantizedWeight, bias: TensorView | null, residual: TensorView, out: TensorView): void;
+  /** linearArgmax with a block-quantized LM head (compile's linear-argmax fusion): the logits
+   * linearQuantized computes, reduced as linearArgmax's. */
+  linearArgmaxQuantized(x: TensorView, norm: LinearGroupNorm | null, w: QuantizedWeight, out: TensorView): void;
+}
+
+/** A block-quantized weight [N, K] as linearQuantized takes it (q int32 [N, K * bits / 32], scales
+ * float32 [N, K / 32], both contiguous): the weight kind of the *Quantized fused kernels. */
+export interface QuantizedWeight {
+  readonly q: TensorView;
+  readonly scales: TensorView;
+  readonly bits: 4 | 8;
 }
 
 /** The RMS norm a linearGroup applies to its input first (rmsNorm's weight [K], eps and weight offset). */

@@ -9,12 +9,14 @@
  * shape, the chain becomes the group's epilogue (an MLP's SiLU(gate) * up). A linear of the same
  * input that follows a few nodes later is moved up to join the group first when no node in
  * between writes its input or weight or touches its output (Qwen3's v projection, traced after
- * the q/k norms that read q and k). Runs only on devices
- * that register `linearGroup`, after the other fusions (which move an MLP's activation past its up
- * projection).
+ * the q/k norms that read q and k). Block-quantized linears (`linearQuantized`, and the
+ * `linearQuantizedGroup` eager already makes of q/k/v and gate/up) group the same way into
+ * `linearGroupQuantized`, all weights of one group of one bits. Runs only on devices that register
+ * `linearGroup` (float weights) or `linearGroupQuantized` (quantized ones), after the other fusions
+ * (which move an MLP's activation past its up projection).
  */
 import type { Storage } from "../../devices/device.js";
-import { FUSABLE_BINARY, type BinaryOp, type FusedStep, type LinearGroupNorm, type UnaryOp } from "../../devices/kernels.js";
+import { FUSABLE_BINARY, type BinaryOp, type FusedStep, type LinearGroupNorm, type QuantizedWeight, type UnaryOp } from "../../devices/kernels.js";
 import { isContiguous, numel, type TensorView } from "../../devices/view.js";
 import type { GraphNode } from "../capture.js";
 import { readerCounts } from "./readers.js";
@@ -25,17 +27,33 @@ const MAX_WEIGHTS = 3;
 /** A contiguous float32 view of `numel` elements. */
 const dense = (v: TensorView, n: number) => isContiguous(v) && numel(v) === n && v.dtype === "float32";
 
-type LinearArgs = [TensorView, TensorView, TensorView | null, TensorView];
+/** One linear of a node: input, weight (a float view or a quantized weight), the weight's storages,
+ * its rows, output, and kind (0: float, else the quantized bits; a group holds one kind). */
+interface Lin { x: TensorView; w: TensorView | QuantizedWeight; storages: Storage[]; N: number; out: TensorView; kind: number }
 
-/** The linear's arguments when it can join a group (2-D float32 input, no bias; the weight of any
- * float dtype: a device's kernel runs what it cannot fuse, e.g. webgpu's half-precision weights,
- * as the separate ops). */
-function groupable(n: GraphNode | undefined): LinearArgs | null {
-  if (n?.op !== "linear") return null;
-  const [x, w, bias, out] = n.args as LinearArgs;
-  const [M, K] = x.shape;
-  const ok = bias === null && x.shape.length === 2 && dense(x, M * K) && dense(out, M * w.shape[0]);
-  return ok ? [x, w, bias, out] : null;
+/** Which weight kinds group (the device's registered linearGroup forms). */
+export interface WeightKinds { float?: boolean; quantized?: boolean }
+
+/** The linears of node `n` when they can join a group (2-D float32 input, no bias), else null: a
+ * `linear` (the weight of any float dtype: a device's kernel runs what it cannot fuse, e.g. webgpu's
+ * half-precision weights, as the separate ops), a `linearQuantized`, or each weight of a
+ * `linearQuantizedGroup`. */
+function linearsOf(n: GraphNode | undefined, kinds: WeightKinds): Lin[] | null {
+  const ok = (x: TensorView, out: TensorView, N: number) => x.shape.length === 2 && dense(x, x.shape[0] * x.shape[1]) && dense(out, x.shape[0] * N);
+  if (n?.op === "linear" && kinds.float) {
+    const [x, w, bias, out] = n.args as [TensorView, TensorView, TensorView | null, TensorView];
+    return bias === null && ok(x, out, w.shape[0]) ? [{ x, w, storages: [w.storage], N: w.shape[0], out, kind: 0 }] : null;
+  }
+  if (n?.op === "linearQuantized" && kinds.quantized) {
+    const [x, q, scales, bits, bias, out] = n.args as [TensorView, TensorView, TensorView, 4 | 8, TensorView | null, TensorView];
+    return bias === null && ok(x, out, q.shape[0]) ? [{ x, w: { q, scales, bits }, storages: [q.storage, scales.storage], N: q.shape[0], out, kind: bits }] : null;
+  }
+  if (n?.op === "linearQuantizedGroup" && kinds.quantized) {
+    const [x, qs, scales, biases, bits, outs] = n.args as [TensorView, TensorView[], TensorView[], (TensorView | null)[], 4 | 8, TensorView[]];
+    const lins = qs.map((q, i) => ({ x, w: { q, scales: scales[i], bits }, storages: [q.storage, scales[i].storage], N: q.shape[0], out: outs[i], kind: bits }));
+    return biases.every((b) => b === null) && lins.every((l) => ok(x, l.out, l.N)) ? lins : null;
+  }
+  return null;
 }
 
 const sameView = (a: TensorView, b: TensorView) =>
@@ -67,18 +85,19 @@ const LOOKAHEAD = 8;
  * to the end of that run, when it is at most LOOKAHEAD nodes past it and no node in between writes
  * its input or weight, or reads or writes its output (so moving it changes no value).
  */
-function gatherLinears(nodes: readonly GraphNode[]): GraphNode[] {
+function gatherLinears(nodes: readonly GraphNode[], kinds: WeightKinds): GraphNode[] {
   const out = [...nodes];
+  const input = (n: GraphNode | undefined) => linearsOf(n, kinds)?.[0].x;
   for (let i = 0; i < out.length; i++) {
-    const a = groupable(out[i]);
-    if (!a) continue;
+    const x = input(out[i]);
+    if (!x) continue;
     let end = i + 1;
-    while (end < out.length && groupable(out[end]) && sameView(groupable(out[end])![0], a[0])) end++;
+    while (end < out.length && input(out[end]) && sameView(input(out[end])!, x)) end++;
     for (let j = end; j < Math.min(out.length, end + LOOKAHEAD); j++) {
-      const b = groupable(out[j]);
-      if (!b || !sameView(b[0], a[0])) continue;
-      const between = out.slice(end, j);
-      const safe = between.every((n) => !n.writes.some((s) => s === b[0].storage || s === b[1].storage || s === b[3].storage) && !n.reads.includes(b[3].storage));
+      const b = linearsOf(out[j], kinds);
+      if (!b || !sameView(b[0].x, x)) continue;
+      const touched = [x.storage, ...b.flatMap((l) => [...l.storages, l.out.storage])];
+      const safe = out.slice(end, j).every((n) => !n.writes.some((s) => touched.includes(s)) && !b.some((l) => n.reads.includes(l.out.storage)));
       if (!safe) continue;
       const [moved] = out.splice(j, 1);
       out.splice(end++, 0, moved);
@@ -88,52 +107,56 @@ function gatherLinears(nodes: readonly GraphNode[]): GraphNode[] {
   return out;
 }
 
-/** The nodes with linear groups formed (see the file comment); `temporary`: storages that die with the call. */
-export function groupLinears(all: readonly GraphNode[], outputs: ReadonlySet<Storage>, temporary: ReadonlySet<Storage>): GraphNode[] {
-  const nodes = gatherLinears(all);
+/** The nodes with linear groups formed (see the file comment); `temporary`: storages that die with
+ * the call; `kinds`: which weight kinds group (the device's registered forms). */
+export function groupLinears(all: readonly GraphNode[], outputs: ReadonlySet<Storage>, temporary: ReadonlySet<Storage>,
+  kinds: WeightKinds = { float: true }): GraphNode[] {
+  const nodes = gatherLinears(all, kinds);
   const readers = readerCounts(nodes);
   const out: GraphNode[] = [];
   /** `next` as the epilogue of `group` (its chain's steps reading product i as input i, and its output), or null. */
-  const epilogue = (x: TensorView, norm: LinearGroupNorm | null, group: LinearArgs[], next: GraphNode | undefined) => {
+  const epilogue = (x: TensorView, norm: LinearGroupNorm | null, group: Lin[], next: GraphNode | undefined) => {
     const chain = chainOf(next);
-    if (!chain || group.length > MAX_WEIGHTS || group.some((a) => a[1].shape[0] !== group[0][1].shape[0])) return null;
-    const M = x.shape[0], N = group[0][1].shape[0];
-    const products = group.map((a) => a[3]);
+    if (!chain || group.length > MAX_WEIGHTS || group.some((a) => a.N !== group[0].N)) return null;
+    const M = x.shape[0], N = group[0].N;
+    const products = group.map((a) => a.out);
     const index = chain.inputs.map((v) => products.findIndex((p) => p.storage === v.storage && p.offset === v.offset && dense(v, M * N)));
     const ok = index.every((k) => k >= 0) && products.every((p, k) => index.includes(k) && temporary.has(p.storage) && !outputs.has(p.storage) && readers.get(p.storage) === 1)
-      && dense(chain.out, M * N) && ![x.storage, norm?.weight.storage, ...group.map((a) => a[1].storage)].includes(chain.out.storage);
+      && dense(chain.out, M * N) && ![x.storage, norm?.weight.storage, ...group.flatMap((a) => a.storages)].includes(chain.out.storage);
     if (!ok) return null;
     const steps = chain.steps.map((st) => ({ op: st.op, args: st.args.map((a) => ("input" in a ? { input: index[a.input] } : a)) }));
     return { steps, out: chain.out };
   };
-  /** The adjacent linears at nodes[from..] reading view `x`, while no output aliases an input (`inputs`, a weight) or another output. */
-  const run = (from: number, x: TensorView, inputs: Storage[]): LinearArgs[] => {
-    const found: LinearArgs[] = [];
+  /** The linears of the adjacent nodes at nodes[from..] reading view `x`, of one weight kind, while
+   * no output aliases an input (`inputs`, a weight) or another output; `count`: the nodes they span. */
+  const run = (from: number, x: TensorView, inputs: Storage[]): { lins: Lin[]; count: number } => {
+    const lins: Lin[] = [];
     const outs: Storage[] = [];
     for (let k = from; ; k++) {
-      const a = groupable(nodes[k]);
-      if (!a || !sameView(a[0], x) || outs.includes(a[1].storage) || [...inputs, ...outs, a[1].storage].includes(a[3].storage)) return found;
-      inputs = [...inputs, a[1].storage];
-      outs.push(a[3].storage);
-      found.push(a);
+      const found = linearsOf(nodes[k], kinds);
+      if (!found || found.some((a) => !sameView(a.x, x) || a.kind !== (lins[0] ?? found[0]).kind)) return { lins, count: k - from };
+      const weights = found.flatMap((a) => a.storages), written = found.map((a) => a.out.storage);
+      const clash = written.some((s, j) => [...inputs, ...outs, ...weights].includes(s) || written.indexOf(s) !== j) || weights.some((s) => outs.includes(s));
+      if (clash) return { lins, count: k - from };
+      inputs = [...inputs, ...weights];
+      outs.push(...written);
+      lins.push(...found);
     }
   };
+  const node = (x: TensorView, norm: LinearGroupNorm | null, group: Lin[], outs: TensorView[], steps?: readonly FusedStep[]): GraphNode => ({
+    op: group[0].kind ? "linearGroupQuantized" : "linearGroup", args: steps ? [x, norm, group.map((a) => a.w), outs, steps] : [x, norm, group.map((a) => a.w), outs],
+    reads: [x.storage, ...(norm ? [norm.weight.storage] : []), ...group.flatMap((a) => a.storages)], writes: outs.map((v) => v.storage),
+  });
   /** Emit `group` (and the node after it as its epilogue when it can be); returns the nodes consumed beyond the group. */
-  const emit = (x: TensorView, norm: LinearGroupNorm | null, group: LinearArgs[], next: GraphNode | undefined): number => {
+  const emit = (x: TensorView, norm: LinearGroupNorm | null, group: Lin[], next: GraphNode | undefined): number => {
     const ep = epilogue(x, norm, group, next);
     if (ep) {
-      out.push({
-        op: "linearGroup", args: [x, norm, group.map((a) => a[1]), [ep.out], ep.steps],
-        reads: [x.storage, ...(norm ? [norm.weight.storage] : []), ...group.map((a) => a[1].storage)], writes: [ep.out.storage],
-      });
+      out.push(node(x, norm, group, [ep.out], ep.steps));
       return 1;
     }
     for (let c = 0; c < group.length; c += MAX_WEIGHTS) {
       const part = group.slice(c, c + MAX_WEIGHTS);
-      out.push({
-        op: "linearGroup", args: [x, norm, part.map((a) => a[1]), part.map((a) => a[3])],
-        reads: [x.storage, ...(norm ? [norm.weight.storage] : []), ...part.map((a) => a[1].storage)], writes: part.map((a) => a[3].storage),
-      });
+      out.push(node(x, norm, part, part.map((a) => a.out)));
     }
     return 0;
   };
@@ -142,21 +165,22 @@ export function groupLinears(all: readonly GraphNode[], outputs: ReadonlySet<Sto
     if (n.op === "rmsNorm") {
       const [nx, weight, y, eps, offset] = n.args as [TensorView, TensorView, TensorView, number, number];
       const K = nx.shape.at(-1)!, numel = nx.shape.reduce((a, b) => a * b, 1);
-      const first = groupable(nodes[i + 1]);
-      const group = first && first[0].storage === y.storage ? run(i + 1, first[0], [nx.storage, weight.storage]) : [];
-      const ok = group.length > 0 && group[0][0].shape[1] === K && group[0][0].shape[0] * K === numel && group[0][0].offset === y.offset
+      const first = linearsOf(nodes[i + 1], kinds)?.[0];
+      const { lins: group, count } = first && first.x.storage === y.storage ? run(i + 1, first.x, [nx.storage, weight.storage]) : { lins: [], count: 0 };
+      const ok = group.length > 0 && group[0].x.shape[1] === K && group[0].x.shape[0] * K === numel && group[0].x.offset === y.offset
         && dense(nx, numel) && dense(y, numel)
-        && temporary.has(y.storage) && !outputs.has(y.storage) && readers.get(y.storage) === group.length;
+        && temporary.has(y.storage) && !outputs.has(y.storage) && readers.get(y.storage) === count;
       if (ok) {
         const x: TensorView = { storage: nx.storage, dtype: "float32", shape: [numel / K, K], strides: [K, 1], offset: nx.offset };
-        i += group.length + emit(x, { weight, eps, offset }, group, nodes[i + group.length + 1]);
+        i += count + emit(x, { weight, eps, offset }, group, nodes[i + count + 1]);
         continue;
       }
     }
-    const a = groupable(n);
-    const group = a ? run(i, a[0], [a[0].storage]) : [];
-    if (group.length >= 2) {
-      i += group.length - 1 + emit(a![0], null, group, nodes[i + group.length]);
+    const first = linearsOf(n, kinds)?.[0];
+    const { lins: group, count } = first ? run(i, first.x, [first.x.storage]) : { lins: [], count: 0 };
+    // A lone quantized group node becomes a linearGroupQuantized only to take an epilogue (it is one call already).
+    if (group.length >= 2 && (count >= 2 || group[0].kind === 0 || epilogue(first!.x, null, group, nodes[i + count]))) {
+      i += count - 1 + emit(first!.x, null, group, nodes[i + count]);
       continue;
     }
     out.push(n);

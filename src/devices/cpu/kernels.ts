@@ -3,7 +3,7 @@
  * native addon's ABI (./native.ts). No math happens here. The addon is loaded on first use, so a
  * missing build is reported when a cpu op runs, with how to fix it.
  */
-import type { FusedStep, KernelSignatures } from "../kernels.js";
+import type { FusedStep, KernelSignatures, LinearGroupNorm, QuantizedWeight } from "../kernels.js";
 import { byteOffset, numel, type TensorView } from "../view.js";
 import { BINARY, DTYPE_CODE, REDUCE, UNARY, native } from "./native.js";
 
@@ -54,15 +54,30 @@ const fusedElementwise: KernelSignatures["fusedElementwise"] = (steps, inputs, o
   native().fusedElementwise(prog, steps.length, inputs.length, ...args, buf(out), shape(out));
 };
 
-/** linearGroup on cpu: one addon call (one thread-pool job for few rows; the norm and the epilogue inside). */
-const linearGroup: KernelSignatures["linearGroup"] = (x, norm, ws, outs, epilogue = null) => {
+/** The weight arguments of the fused linear exports: a float weight (its bytes and dtype code) or a
+ * block-quantized one (its codes, scales and bits). */
+function weightArgs(w: TensorView | QuantizedWeight): { data: Uint8Array; dtype: number; scales: Uint8Array | null; bits: number; N: number } {
+  return "bits" in w ? { data: buf(w.q), dtype: 0, scales: buf(w.scales), bits: w.bits, N: w.q.shape[0] }
+    : { data: buf(w), dtype: code(w), scales: null, bits: 0, N: w.shape[0] };
+}
+
+/** linearGroup on cpu (float or block-quantized weights): one addon call (one thread-pool job for
+ * few rows; the norm and the epilogue inside). */
+function linearGroup(x: TensorView, norm: LinearGroupNorm | null, ws: (TensorView | QuantizedWeight)[], outs: TensorView[], epilogue: readonly FusedStep[] | null = null): void {
+  const args = ws.map(weightArgs);
   const per = [0, 1, 2].flatMap((g) => g < ws.length
-    ? [buf(ws[g]), code(ws[g]), ws[g].shape[0], epilogue && g > 0 ? null : buf(outs[g])]
+    ? [args[g].data, args[g].dtype, args[g].N, epilogue && g > 0 ? null : buf(outs[g])]
     : [null, 0, 0, null]);
   native().linearGroup(buf(x), x.shape[0], x.shape[1], norm ? buf(norm.weight) : null, norm ? code(norm.weight) : 0, norm?.eps ?? 0, norm?.offset ?? 0, ws.length,
     ...(per as [Uint8Array, number, number, Uint8Array, Uint8Array | null, number, number, Uint8Array | null, Uint8Array | null, number, number, Uint8Array | null]),
-    epilogue ? program(epilogue) : null, epilogue?.length ?? 0);
-};
+    epilogue ? program(epilogue) : null, epilogue?.length ?? 0, args[0].scales, args[1]?.scales ?? null, args[2]?.scales ?? null, args[0].bits);
+}
+
+/** linearAdd on cpu (a float or block-quantized weight): one addon call. */
+function linearAdd(x: TensorView, w: TensorView | QuantizedWeight, bias: TensorView | null, residual: TensorView, out: TensorView): void {
+  const a = weightArgs(w);
+  native().linearAdd(buf(x), a.data, a.dtype, bias ? buf(bias) : null, bias ? code(bias) : 0, buf(residual), buf(out), x.shape[0], a.N, x.shape[1], a.scales, a.bits);
+}
 
 /** rotaryKVWrite on cpu: one addon call (the eager rotary and pagedKVWrite kernels, the rotated k never stored). */
 const rotaryKVWrite: KernelSignatures["rotaryKVWrite"] = (q, qOut, k, v, cos, sin, kc, vc, slots, rows = null) => {
@@ -71,10 +86,13 @@ const rotaryKVWrite: KernelSignatures["rotaryKVWrite"] = (q, qOut, k, v, cos, si
     rows ? buf(rows) : null, rows ? code(rows) : 0, B, L, q ? q.shape[2] : 0, Hkv, D, vc.shape[3], last(cos), rows ? cos.shape[0] : 0, N, bs, code(kc));
 };
 
-/** linearArgmax on cpu: one addon call (one pool job for few rows: the norm, the LM head and the per-task argmax). */
-const linearArgmax: KernelSignatures["linearArgmax"] = (x, norm, w, out) =>
+/** linearArgmax on cpu (a float or block-quantized head): one addon call (one pool job for few rows:
+ * the norm, the LM head and the per-task argmax). */
+function linearArgmax(x: TensorView, norm: LinearGroupNorm | null, w: TensorView | QuantizedWeight, out: TensorView): void {
+  const a = weightArgs(w);
   native().linearArgmax(buf(x), x.shape[0], x.shape[1], norm ? buf(norm.weight) : null, norm ? code(norm.weight) : 0, norm?.eps ?? 0, norm?.offset ?? 0,
-    buf(w), code(w), w.shape[0], buf(out));
+    a.data, a.dtype, a.N, buf(out), a.scales, a.bits);
+}
 
 export function cpuKernels(): Partial<KernelSignatures> {
   return {
@@ -87,8 +105,8 @@ export function cpuKernels(): Partial<KernelSignatures> {
     softmax: (x, out, log) => native().softmax(buf(x), buf(out), rowsOf(x), last(x), log ? 1 : 0),
     linear: (x, w, bias, out) =>
       native().linear(buf(x), buf(w), code(w), bias ? buf(bias) : null, bias ? code(bias) : 0, buf(out), x.shape[0], w.shape[0], w.shape[1]),
-    linearAdd: (x, w, bias, residual, out) =>
-      native().linearAdd(buf(x), buf(w), code(w), bias ? buf(bias) : null, bias ? code(bias) : 0, buf(residual), buf(out), x.shape[0], w.shape[0], w.shape[1]),
+    linearAdd,
+    linearAddQuantized: linearAdd,
     gatherLinear,
     moeExperts,
     quantizeBlocks: (w, bits, q, scales) =>
@@ -153,7 +171,9 @@ export function cpuKernels(): Partial<KernelSignatures> {
     topk: (x, k, values, indices) => native().topk(buf(x), buf(values), buf(indices), rowsOf(x), last(x), k),
     fusedElementwise,
     linearGroup,
+    linearGroupQuantized: linearGroup,
     rotaryKVWrite,
     linearArgmax,
+    linearArgmaxQuantized: linearArgmax,
   };
 }

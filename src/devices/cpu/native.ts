@@ -144,10 +144,12 @@ export interface NativeCpu {
   /**
    * linear plus a residual (compile's epilogue fusion): out = x @ w^T (+ bias) + residual, with x,
    * w, bias as for linear and residual, out float32 contiguous [M, N]; out shares no bytes with
-   * x, w, bias or residual. One row adds the residual as the product's bias.
+   * x, w, bias or residual. One row adds the residual as the product's bias. bits 0: w a float
+   * weight of wDtype (scales null); bits 8 / 4: w block-quantized codes as linearQuantized's q,
+   * scales float32 [N, K / 32] (wDtype unused).
    */
   linearAdd(x: Buf, w: Buf, wDtype: number, bias: Buf | null, biasDtype: number, residual: Buf, out: Buf,
-    M: number, N: number, K: number): void;
+    M: number, N: number, K: number, scales: Buf | null, bits: number): void;
 
   /**
    * Up to three linears sharing one input x float32 [M, K] (compile's linear grouping), as one
@@ -155,11 +157,14 @@ export interface NativeCpu {
    * of normDtype, eps, offset) or the identity when normW is null; w_g [N_g, K] of its dtype,
    * out_g float32 [M, N_g]; unused weights (g >= G) null. With prog (fusedElementwise's encoding,
    * inputs 0..G-1 = the products, every N_g equal), out0 [M, N] receives the chain's value and
-   * out1, out2 are null. No out shares bytes with x, normW or a weight.
+   * out1, out2 are null. No out shares bytes with x, normW or a weight. bits 8 / 4: every w_g is
+   * block-quantized (codes as linearQuantized's q, scales_g float32 [N_g, K / 32], dtypes unused);
+   * bits 0: float weights, scales null.
    */
   linearGroup(x: Buf, M: number, K: number, normW: Buf | null, normDtype: number, eps: number, offset: number, G: number,
     w0: Buf, w0Dtype: number, N0: number, out0: Buf, w1: Buf | null, w1Dtype: number, N1: number, out1: Buf | null,
-    w2: Buf | null, w2Dtype: number, N2: number, out2: Buf | null, prog: Int32Array | null, nsteps: number): void;
+    w2: Buf | null, w2Dtype: number, N2: number, out2: Buf | null, prog: Int32Array | null, nsteps: number,
+    scales0: Buf | null, scales1: Buf | null, scales2: Buf | null, bits: number): void;
 
   /**
    * compile's rotary + KV write (rotaryKVWrite): qOut = rotary(q) (q, qOut [B, L, Hq, D] float32,
@@ -175,10 +180,11 @@ export interface NativeCpu {
   /**
    * compile's linear + argmax (linearArgmax): out[m] (int64 [M]) = argmax over n of
    * (n(x) @ w^T)[m, n] as reduce's argmax (the first NaN, else the first maximum); x float32
-   * [M, K], n the RMS norm of linearGroup (normW null: none), w [N, K] of wDtype.
+   * [M, K], n the RMS norm of linearGroup (normW null: none), w [N, K] of wDtype (bits 0) or
+   * block-quantized with scales (bits 8 / 4, as linearAdd's).
    */
   linearArgmax(x: Buf, M: number, K: number, normW: Buf | null, normDtype: number, eps: number, offset: number,
-    w: Buf, wDtype: number, N: number, out: Buf): void;
+    w: Buf, wDtype: number, N: number, out: Buf, scales: Buf | null, bits: number): void;
 
   /**
    * Batched float32 matmul with arbitrary strides: for b < batch,

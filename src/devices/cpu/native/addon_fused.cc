@@ -5,15 +5,21 @@
 #include "fused.h"
 #include "gemm.h"
 #include "napi_args.h"
+#include "ops.h"
 #include "thread_pool.h"
 
 namespace tsorch {
 
-void linear_add(const float* x, const void* w, int w_dtype, const void* bias, int bias_dtype,
+void linear_add(const float* x, const FusedWeight& w, const void* bias, int bias_dtype,
                 const float* residual, float* out, int64_t M, int64_t N, int64_t K) {
-  const BMatrix B{w, w_dtype, 1, K, true};
-  if (M == 1) {
+  if (w.bits) {
+    // Without bias one row's residual is the bias (dot_rows adds it to the finished sum, as the add would).
+    const uint8_t* q = static_cast<const uint8_t*>(w.w);
+    if (M == 1 && !bias) return linear_quantized(x, q, w.scales, w.bits, residual, kF32, out, M, N, K);
+    linear_quantized(x, q, w.scales, w.bits, bias, bias_dtype, out, M, N, K);
+  } else if (M == 1) {
     // The residual row is a bias: gemm adds it as it stores each output.
+    const BMatrix B{w.w, w.dtype, 1, K, true};
     const float* b = residual;
     std::vector<float> sum;
     if (bias) {
@@ -23,15 +29,16 @@ void linear_add(const float* x, const void* w, int w_dtype, const void* bias, in
     }
     gemm_parallel(x, K, 1, K, B, b, out, N, N);
     return;
+  } else {
+    std::vector<float> bias_f32;
+    const float* b = static_cast<const float*>(bias);
+    if (bias && bias_dtype != kF32) {
+      bias_f32.resize(N);
+      for (int64_t n = 0; n < N; ++n) bias_f32[n] = load_float(bias, bias_dtype, n);
+      b = bias_f32.data();
+    }
+    gemm_parallel(x, K, M, K, BMatrix{w.w, w.dtype, 1, K, true}, b, out, N, N);
   }
-  std::vector<float> bias_f32;
-  const float* b = static_cast<const float*>(bias);
-  if (bias && bias_dtype != kF32) {
-    bias_f32.resize(N);
-    for (int64_t n = 0; n < N; ++n) bias_f32[n] = load_float(bias, bias_dtype, n);
-    b = bias_f32.data();
-  }
-  gemm_parallel(x, K, M, K, B, b, out, N, N);
   parallel_rows(M, double(N), [&](int64_t m) {
     float* o = out + m * N;
     const float* r = residual + m * N;
@@ -39,29 +46,28 @@ void linear_add(const float* x, const void* w, int w_dtype, const void* bias, in
   });
 }
 
-// linearAdd(x, w, wDtype, bias, biasDtype, residual, out, M, N, K)
+// linearAdd(x, w, wDtype, bias, biasDtype, residual, out, M, N, K, scales, bits): bits 0, w a float
+// weight of wDtype (scales null); bits 8 / 4, w block-quantized codes with scales (see fused.h).
 napi_value LinearAddExport(napi_env env, napi_callback_info info) {
-  Args args(env, info, "linearAdd", 10);
+  Args args(env, info, "linearAdd", 12);
   const Buffer x = args.buffer(0, "x");
-  const Buffer w = args.buffer(1, "w");
-  const int wdt = args.dtype(2, "wDtype");
   const Buffer bias = args.buffer(3, "bias", true);
   const int bdt = args.dtype(4, "biasDtype");
   const Buffer residual = args.buffer(5, "residual");
   const Buffer out = args.buffer(6, "out");
   const int64_t M = args.integer(7, "M"), N = args.integer(8, "N"), K = args.integer(9, "K");
-  float_dtype(args, wdt, "wDtype");
+  FusedWeight w;
+  if (args.failed() || !read_fused_weight(args, 1, 10, 11, N, K, &w)) return nullptr;
   if (bias.data) {
     float_dtype(args, bdt, "biasDtype");
     args.fits(bias, bdt, {N});
   }
   args.fits(x, kF32, {M, K});
-  args.fits(w, wdt, {N, K});
   args.fits(residual, kF32, {M, N});
   args.fits(out, kF32, {M, N});
   if (args.failed()) return nullptr;
-  linear_add(static_cast<const float*>(x.data), w.data, wdt, bias.data, bdt,
-             static_cast<const float*>(residual.data), static_cast<float*>(out.data), M, N, K);
+  linear_add(static_cast<const float*>(x.data), w, bias.data, bdt, static_cast<const float*>(residual.data),
+             static_cast<float*>(out.data), M, N, K);
   return undefined(env);
 }
 

@@ -22,11 +22,50 @@ void static_attention(const PagedAttentionArgs& a);
 // where the AVX-512 kernels are not in use.
 bool softmax_scaled_avx512(float* v, int64_t n, float scale);
 
-// out = x @ w^T + bias + residual: x float32 [M, K], w [N, K] of w_dtype, bias null or [N] of
+// One weight [N, K] of a fused product: float of `dtype` (bits 0; w the values), or block-quantized
+// as linear_quantized takes it (bits 8 / 4; w the codes, scales float32 [N, K / 32]).
+struct FusedWeight {
+  const void* w = nullptr;
+  int dtype = 0;
+  const float* scales = nullptr;
+  int bits = 0;
+  int64_t N = 0;
+};
+
+// Reads an export's weight arguments (w at iw, its dtype at iw + 1, scales at is, bits at ib) of
+// [N, K] into `w`; a quantized weight needs K a multiple of 32. False once any check failed (thrown).
+bool read_fused_weight(Args& args, size_t iw, size_t is, size_t ib, int64_t N, int64_t K, FusedWeight* w);
+
+// The products x @ w_g^T of fused kernels (linear_group.cc), every column computed as eager's
+// linear (gemm_range) or linear_quantized computes it. For few rows (direct(): the GEMV kernels,
+// or linear_quantized's dot path with x quantized once here) column ranges starting at multiples
+// of granule() run as pool tasks; otherwise `whole` runs a product on the pool. Weights of one
+// kind and bits. Uses the calling thread's thread_scratch slot 2 for quantized activations.
+class FusedProducts {
+ public:
+  FusedProducts(const float* x, int64_t M, int64_t K, const FusedWeight* ws, int G);
+  bool direct() const { return direct_; }
+  int64_t granule() const { return granule_; }
+  // Columns [n0, n1) of product g (+ bias[n], float32 or null) into C (row stride ldc). Single-threaded.
+  void range(int g, const float* bias, float* C, int64_t ldc, int64_t n0, int64_t n1) const;
+  // All of product g (+ bias) into C [M, N_g], on the pool.
+  void whole(int g, const float* bias, float* C) const;
+
+ private:
+  const float* x_;
+  int64_t M_, K_;
+  const FusedWeight* ws_;
+  bool direct_ = true;
+  int64_t granule_ = 1;
+  QuantRows rows_;
+};
+
+// out = x @ w^T + bias + residual: x float32 [M, K], w as FusedWeight, bias null or [N] of
 // bias_dtype, residual and out float32 [M, N] (out may not alias x, w, bias or residual). A
-// single row takes residual (+ bias) as the GEMM's bias, so the add costs nothing; more rows add
-// the residual to each finished row.
-void linear_add(const float* x, const void* w, int w_dtype, const void* bias, int bias_dtype,
+// single row takes residual (+ bias) as the product's bias, so the add costs nothing (a quantized
+// weight: only without bias, where it rounds as the separate add); otherwise the residual is added
+// to each finished row.
+void linear_add(const float* x, const FusedWeight& w, const void* bias, int bias_dtype,
                 const float* residual, float* out, int64_t M, int64_t N, int64_t K);
 
 napi_value LinearAddExport(napi_env env, napi_callback_info info);
@@ -47,15 +86,13 @@ const float* normed_rows(const NormedInput& in, std::vector<float>& scratch);
 bool read_normed_input(Args& args, NormedInput* in);
 
 // Up to three linears sharing one input (linear_group.cc): out[g] = n(x) @ w[g]^T, n(x) as
-// NormedInput's;
-// w[g] [N[g], K] of w_dtype[g]; out[g] float32 [M, N[g]]. With `prog` (a fused_elementwise program
-// of nsteps steps over inputs 0..G-1 = the products; every N equal), out[0] [M, N] receives the
-// chain's value instead and out[1..] are unused. No out may alias x, norm_w or a weight.
+// NormedInput's; w[g] [w[g].N, K] as FusedWeight (all float, or all quantized of one bits);
+// out[g] float32 [M, w[g].N]. With `prog` (a fused_elementwise program of nsteps steps over
+// inputs 0..G-1 = the products; every N equal), out[0] [M, N] receives the chain's value instead
+// and out[1..] are unused. No out may alias x, norm_w or a weight.
 struct LinearGroupArgs : NormedInput {
   int G = 0;
-  const void* w[3] = {};
-  int w_dtype[3] = {};
-  int64_t N[3] = {};
+  FusedWeight w[3];
   float* out[3] = {};
   const int32_t* prog = nullptr;
   int nsteps = 0;
@@ -88,12 +125,10 @@ void rotary_kv_write(const RotaryKVWriteArgs& a);
 napi_value RotaryKVWriteExport(napi_env env, napi_callback_info info);
 
 // A greedy step's head (linear_argmax.cc): out[m] = argmax over n of (n(x) @ w^T)[m, n], the first
-// NaN else the first maximum (reduce's argmax); n(x) as NormedInput's, w [N, K] of w_dtype, out
-// int64 [M].
+// NaN else the first maximum (reduce's argmax); n(x) as NormedInput's, w [N, K] as FusedWeight,
+// out int64 [M].
 struct LinearArgmaxArgs : NormedInput {
-  const void* w = nullptr;
-  int w_dtype = 0;
-  int64_t N = 0;
+  FusedWeight w;
   int64_t* out = nullptr;
 };
 void linear_argmax(const LinearArgmaxArgs& a);

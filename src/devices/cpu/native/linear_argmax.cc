@@ -7,7 +7,8 @@
 // are in cache, the index of their first NaN or else first maximum; the caller then combines the
 // tasks in column order, so the id equals reduce's argmax (the first NaN, else the first maximum)
 // over the eager logits, and no separate pass re-reads them. More rows run gemm_parallel and the
-// same per-row scan afterwards.
+// same per-row scan afterwards. A block-quantized weight (FusedWeight) runs the same way through
+// linear_quantized's kernels (FusedProducts), so the logits are again the eager ones.
 #include <algorithm>
 #include <cmath>
 #include <vector>
@@ -43,17 +44,17 @@ void linear_argmax(const LinearArgmaxArgs& a) {
   thread_local std::vector<float> normed, logits;
   thread_local std::vector<int64_t> found;
   const float* x = normed_rows(a, normed);
-  const int64_t M = a.M, N = a.N;
+  const int64_t M = a.M, N = a.w.N;
   logits.resize(static_cast<size_t>(M * N));
   float* y = logits.data();
-  const BMatrix B{a.w, a.w_dtype, 1, a.K, true};
-  if (!gemm_direct(M, B)) {
-    gemm_parallel(x, a.K, M, a.K, B, nullptr, y, N, N);
+  const FusedProducts products(x, M, a.K, &a.w, 1);
+  if (!products.direct()) {
+    products.whole(0, nullptr, y);
     for (int64_t m = 0; m < M; ++m) a.out[m] = first_max(y + m * N, 0, N);
     return;
   }
   ThreadPool& pool = ThreadPool::get();
-  const int64_t panel = gemm_panel(), panels = (N + panel - 1) / panel;
+  const int64_t panel = products.granule(), panels = (N + panel - 1) / panel;
   const int64_t threads = split_count(2.0 * M * N * a.K, pool.size());
   const int64_t tasks = std::max<int64_t>(1, std::min(panels, threads * kTasksPerThread));
   found.resize(static_cast<size_t>(tasks * M));
@@ -64,7 +65,7 @@ void linear_argmax(const LinearArgmaxArgs& a) {
       for (int64_t m = 0; m < M; ++m) idx[t * M + m] = -1;
       return;
     }
-    gemm_range(x, a.K, M, a.K, B, nullptr, y, N, n0, n1);
+    products.range(0, nullptr, y, N, n0, n1);
     for (int64_t m = 0; m < M; ++m) idx[t * M + m] = first_max(y + m * N, n0, n1);
   });
   for (int64_t m = 0; m < M; ++m) {
@@ -80,21 +81,16 @@ void linear_argmax(const LinearArgmaxArgs& a) {
   }
 }
 
-// linearArgmax(x, M, K, normW, normDtype, eps, offset, w, wDtype, N, out): see native.ts.
+// linearArgmax(x, M, K, normW, normDtype, eps, offset, w, wDtype, N, out, scales, bits): see native.ts.
 napi_value LinearArgmaxExport(napi_env env, napi_callback_info info) {
-  Args args(env, info, "linearArgmax", 11);
+  Args args(env, info, "linearArgmax", 13);
   LinearArgmaxArgs a;
   if (!read_normed_input(args, &a)) return nullptr;
-  const Buffer w = args.buffer(7, "w");
-  a.w_dtype = args.dtype(8, "wDtype");
-  a.N = args.integer(9, "N", 1);
+  const int64_t N = args.integer(9, "N", 1);
   const Buffer out = args.buffer(10, "out");
-  if (args.failed()) return nullptr;
-  float_dtype(args, a.w_dtype, "wDtype");
-  args.fits(w, a.w_dtype, {a.N, a.K});
+  if (args.failed() || !read_fused_weight(args, 7, 11, 12, N, a.K, &a.w)) return nullptr;
   args.fits(out, kI64, {a.M});
   if (args.failed()) return nullptr;
-  a.w = w.data;
   a.out = static_cast<int64_t*>(out.data);
   linear_argmax(a);
   return undefined(env);

@@ -9,7 +9,9 @@
 // to them while they are in cache. Each column is computed by the same kernel as an eager linear
 // (gemm_range), and the norm and the chain by the eager rms_norm and fused_elementwise, so the
 // results equal the unfused ops' exactly. More rows (prefill: the packed / bf16 GEMMs) run each
-// product with gemm_parallel and the chain over the whole products afterwards.
+// product with gemm_parallel and the chain over the whole products afterwards. Block-quantized
+// weights (FusedWeight) run the same way through linear_quantized's kernels (FusedProducts): the
+// input quantized once per call, tasks of its 24-row chunks, the results again the eager ones.
 #include <algorithm>
 #include <vector>
 
@@ -18,6 +20,7 @@
 #include "gemm.h"
 #include "napi_args.h"
 #include "ops.h"
+#include "quant_kernels.h"
 #include "thread_pool.h"
 
 namespace tsorch {
@@ -29,7 +32,7 @@ constexpr int64_t kTasksPerThread = 4;
 
 // The chain of `a.prog` over columns [n0, n1) of the products (row stride N) into `out`.
 void epilogue_columns(const LinearGroupArgs& a, float* const* products, int64_t n0, int64_t n1) {
-  const int64_t N = a.N[0];
+  const int64_t N = a.w[0].N;
   const Dims shape{n1 - n0};
   const Dims unit[kMaxFusedInputs] = {{1}, {1}, {1}, {1}, {1}, {1}};
   for (int64_t m = 0; m < a.M; ++m) {
@@ -67,90 +70,131 @@ bool read_normed_input(Args& args, NormedInput* in) {
   return !args.failed();
 }
 
+FusedProducts::FusedProducts(const float* x, int64_t M, int64_t K, const FusedWeight* ws, int G)
+    : x_(x), M_(M), K_(K), ws_(ws) {
+  if (ws[0].bits) {
+    direct_ = quant_rows_prepare(x, ws[0].bits, M, K, &rows_);
+    granule_ = rows_.chunk;
+    return;
+  }
+  for (int g = 0; g < G; ++g) direct_ = direct_ && gemm_direct(M, BMatrix{ws[g].w, ws[g].dtype, 1, K, true});
+  granule_ = gemm_panel();
+}
+
+void FusedProducts::range(int g, const float* bias, float* C, int64_t ldc, int64_t n0, int64_t n1) const {
+  const FusedWeight& w = ws_[g];
+  if (w.bits) quant_rows(rows_, static_cast<const uint8_t*>(w.w), w.scales, bias, C, ldc, n0, n1);
+  else gemm_range(x_, K_, M_, K_, BMatrix{w.w, w.dtype, 1, K_, true}, bias, C, ldc, n0, n1);
+}
+
+void FusedProducts::whole(int g, const float* bias, float* C) const {
+  const FusedWeight& w = ws_[g];
+  if (w.bits) linear_quantized(x_, static_cast<const uint8_t*>(w.w), w.scales, w.bits, bias, kF32, C, M_, w.N, K_);
+  else gemm_parallel(x_, K_, M_, K_, BMatrix{w.w, w.dtype, 1, K_, true}, bias, C, w.N, w.N);
+}
+
+bool read_fused_weight(Args& args, size_t iw, size_t is, size_t ib, int64_t N, int64_t K, FusedWeight* w) {
+  const Buffer data = args.buffer(iw, "w");
+  w->dtype = args.dtype(iw + 1, "wDtype");
+  const Buffer scales = args.buffer(is, "scales", true);
+  w->bits = static_cast<int>(args.integer(ib, "bits", 0, 8));
+  w->N = N;
+  if (args.failed()) return false;
+  if (w->bits == 0) {
+    float_dtype(args, w->dtype, "wDtype");
+    args.fits(data, w->dtype, {N, K});
+  } else {
+    args.check(w->bits == 8 || w->bits == 4, false, "bits must be 8 or 4 (0: a float weight), got %d", w->bits);
+    args.check(K % 32 == 0, false, "K = %lld is not a multiple of 32", static_cast<long long>(K));
+    if (args.failed()) return false;
+    args.check(data.bytes >= static_cast<size_t>(N * quant_row_bytes(w->bits, K)), false,
+               "argument 'w' holds %zu bytes, too few for [%lld, %lld] at %d bits", data.bytes,
+               static_cast<long long>(N), static_cast<long long>(K), w->bits);
+    args.fits(scales, kF32, {N, K / 32});
+    w->scales = static_cast<const float*>(scales.data);
+  }
+  w->w = data.data;
+  return !args.failed();
+}
+
 void linear_group(const LinearGroupArgs& a) {
   thread_local std::vector<float> normed;
   const float* x = normed_rows(a, normed);
-  BMatrix B[3];
-  bool direct = true;
-  for (int g = 0; g < a.G; ++g) {
-    B[g] = BMatrix{a.w[g], a.w_dtype[g], 1, a.K, true};
-    direct = direct && gemm_direct(a.M, B[g]);
-  }
+  const FusedProducts products(x, a.M, a.K, a.w, a.G);
   // With an epilogue the products go to a buffer of the calling thread (each task writes its columns).
   thread_local std::vector<float> scratch;
-  float* products[3] = {a.out[0], a.out[1], a.out[2]};
+  float* outs[3] = {a.out[0], a.out[1], a.out[2]};
   if (a.prog) {
-    scratch.resize(static_cast<size_t>(a.G * a.M * a.N[0]));
-    for (int g = 0; g < a.G; ++g) products[g] = scratch.data() + g * a.M * a.N[0];
+    scratch.resize(static_cast<size_t>(a.G * a.M * a.w[0].N));
+    for (int g = 0; g < a.G; ++g) outs[g] = scratch.data() + g * a.M * a.w[0].N;
   }
   ThreadPool& pool = ThreadPool::get();
-  const int64_t panel = gemm_panel();
-  if (!direct) {
-    for (int g = 0; g < a.G; ++g) gemm_parallel(x, a.K, a.M, a.K, B[g], nullptr, products[g], a.N[g], a.N[g]);
+  const int64_t panel = products.granule();
+  if (!products.direct()) {
+    for (int g = 0; g < a.G; ++g) products.whole(g, nullptr, outs[g]);
     if (a.prog) {
-      const Dims shape{a.M, a.N[0]};
-      const Dims strides[kMaxFusedInputs] = {{a.N[0], 1}, {a.N[0], 1}, {a.N[0], 1}, {a.N[0], 1}, {a.N[0], 1}, {a.N[0], 1}};
-      const float* in[kMaxFusedInputs] = {products[0], products[1], products[2]};
+      const int64_t N = a.w[0].N;
+      const Dims shape{a.M, N};
+      const Dims strides[kMaxFusedInputs] = {{N, 1}, {N, 1}, {N, 1}, {N, 1}, {N, 1}, {N, 1}};
+      const float* in[kMaxFusedInputs] = {outs[0], outs[1], outs[2]};
       fused_elementwise(a.prog, a.nsteps, in, strides, a.G, a.out[0], shape);
     }
     return;
   }
   if (a.prog) {
-    // Tasks are column ranges of N shared by all products.
-    const int64_t N = a.N[0], panels = (N + panel - 1) / panel;
+    // Tasks are column ranges of N shared by all products; quantized weights cut as finely as
+    // linear_quantized_group cuts the unfused products (kTasksPerThread per thread and weight).
+    const int64_t N = a.w[0].N, panels = (N + panel - 1) / panel;
     const int64_t threads = split_count(2.0 * a.G * a.M * N * a.K, pool.size());
-    const int64_t tasks = std::max<int64_t>(1, std::min(panels, threads * kTasksPerThread));
+    const int64_t per_thread = kTasksPerThread * (a.w[0].bits ? a.G : 1);
+    const int64_t tasks = std::max<int64_t>(1, std::min(panels, threads * per_thread));
     pool.parallel_for(tasks, [&](int64_t t) {
       const int64_t n0 = std::min(N, panels * t / tasks * panel), n1 = std::min(N, panels * (t + 1) / tasks * panel);
-      for (int g = 0; g < a.G; ++g) gemm_range(x, a.K, a.M, a.K, B[g], nullptr, products[g], N, n0, n1);
-      epilogue_columns(a, products, n0, n1);
+      for (int g = 0; g < a.G; ++g) products.range(g, nullptr, outs[g], N, n0, n1);
+      epilogue_columns(a, outs, n0, n1);
     });
     return;
   }
   // Tasks are (weight, column range) pairs, each weight cut as gemm_parallel would.
   int64_t first[4] = {0, 0, 0, 0}, cuts[3] = {1, 1, 1};
   for (int g = 0; g < a.G; ++g) {
-    const int64_t panels = (a.N[g] + panel - 1) / panel;
-    const int64_t threads = split_count(2.0 * a.M * a.N[g] * a.K, pool.size());
+    const int64_t panels = (a.w[g].N + panel - 1) / panel;
+    const int64_t threads = split_count(2.0 * a.M * a.w[g].N * a.K, pool.size());
     cuts[g] = std::max<int64_t>(1, std::min(panels, threads * kTasksPerThread));
     first[g + 1] = first[g] + cuts[g];
   }
   pool.parallel_for(first[a.G], [&](int64_t t) {
     int g = 0;
     while (t >= first[g + 1]) ++g;
-    const int64_t c = t - first[g], N = a.N[g], panels = (N + panel - 1) / panel;
+    const int64_t c = t - first[g], N = a.w[g].N, panels = (N + panel - 1) / panel;
     const int64_t n0 = std::min(N, panels * c / cuts[g] * panel), n1 = std::min(N, panels * (c + 1) / cuts[g] * panel);
-    gemm_range(x, a.K, a.M, a.K, B[g], nullptr, products[g], N, n0, n1);
+    products.range(g, nullptr, outs[g], N, n0, n1);
   });
 }
 
 // linearGroup(x, M, K, normW, normDtype, eps, offset, G, w0, w0Dtype, N0, out0, w1, w1Dtype, N1,
-// out1, w2, w2Dtype, N2, out2, prog, nsteps): outs[g] = norm(x) @ w_g^T (normW null: no norm);
-// with prog (a fusedElementwise program over inputs 0..G-1), every N equal and out0 [M, N] the
-// chain's value of the products (out1, out2 null).
+// out1, w2, w2Dtype, N2, out2, prog, nsteps, scales0, scales1, scales2, bits): outs[g] = norm(x)
+// @ w_g^T (normW null: no norm); bits 0: float weights of their dtypes (scales null), bits 8 / 4:
+// block-quantized weights (w_g the codes, scales_g float32 [N_g, K / 32]; dtypes unused); with
+// prog (a fusedElementwise program over inputs 0..G-1), every N equal and out0 [M, N] the chain's
+// value of the products (out1, out2 null).
 napi_value LinearGroupExport(napi_env env, napi_callback_info info) {
-  Args args(env, info, "linearGroup", 22);
+  Args args(env, info, "linearGroup", 26);
   LinearGroupArgs a;
   if (!read_normed_input(args, &a)) return nullptr;
   a.G = static_cast<int>(args.integer(7, "G", 1, 3));
   const Buffer prog = args.buffer(20, "prog", true);
-  Buffer w[3], out[3];
-  for (int g = 0; g < 3; ++g) {
-    w[g] = args.buffer(8 + 4 * g, "w", g >= a.G);
-    a.w_dtype[g] = args.dtype(9 + 4 * g, "wDtype");
-    a.N[g] = args.integer(10 + 4 * g, "N");
-    out[g] = args.buffer(11 + 4 * g, "out", g >= a.G || (prog.data && g > 0));
-  }
+  Buffer out[3];
+  for (int g = 0; g < 3; ++g) out[g] = args.buffer(11 + 4 * g, "out", g >= a.G || (prog.data && g > 0));
   a.nsteps = static_cast<int>(args.integer(21, "nsteps", 0, 4096));
   if (args.failed()) return nullptr;
   for (int g = 0; g < a.G; ++g) {
-    float_dtype(args, a.w_dtype[g], "wDtype");
-    args.fits(w[g], a.w_dtype[g], {a.N[g], a.K});
-    if (prog.data) args.check(a.N[g] == a.N[0], false, "linearGroup: weights of an epilogue group differ in rows (%lld, %lld)", static_cast<long long>(a.N[g]), static_cast<long long>(a.N[0]));
-    else args.fits(out[g], kF32, {a.M, a.N[g]});
+    if (!read_fused_weight(args, 8 + 4 * g, 22 + g, 25, args.integer(10 + 4 * g, "N"), a.K, &a.w[g])) return nullptr;
+    if (prog.data) args.check(a.w[g].N == a.w[0].N, false, "linearGroup: weights of an epilogue group differ in rows (%lld, %lld)", static_cast<long long>(a.w[g].N), static_cast<long long>(a.w[0].N));
+    else args.fits(out[g], kF32, {a.M, a.w[g].N});
   }
   if (prog.data) {
-    args.fits(out[0], kF32, {a.M, a.N[0]});
+    args.fits(out[0], kF32, {a.M, a.w[0].N});
     args.check(a.nsteps >= 1 && prog.bytes >= static_cast<size_t>(a.nsteps) * 6 * 4, false, "linearGroup: prog holds fewer than %d steps", a.nsteps);
     const int32_t* p = static_cast<const int32_t*>(prog.data);
     for (int s = 0; s < a.nsteps && !args.failed(); ++s) {
@@ -165,10 +209,7 @@ napi_value LinearGroupExport(napi_env env, napi_callback_info info) {
     }
   }
   if (args.failed()) return nullptr;
-  for (int g = 0; g < a.G; ++g) {
-    a.w[g] = w[g].data;
-    a.out[g] = static_cast<float*>(out[g].data);
-  }
+  for (int g = 0; g < a.G; ++g) a.out[g] = static_cast<float*>(out[g].data);
   a.prog = static_cast<const int32_t*>(prog.data);
   linear_group(a);
   return undefined(env);

@@ -60,7 +60,7 @@ class Args {
 
  private:
   napi_env env_;
-  napi_value argv_[24];
+  napi_value argv_[32];
   const std::vector<RecordedArg>* recorded_ = nullptr;
   const char* fn_;
   bool failed_ = false;

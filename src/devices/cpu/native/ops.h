@@ -151,6 +151,24 @@ struct QuantLinearPart {
 void linear_quantized_group(const float* x, int bits, int64_t M, int64_t K, const QuantLinearPart* ws,
                             int nw);
 
+// linear_quantized's decode path by column ranges (the fused kernels of fused.h): prepare takes
+// x [M, K] (on the integer path quantizing its rows once, into the calling thread's
+// thread_scratch slot 2) and returns false when M takes linear_quantized's GEMM path instead;
+// quant_rows then computes C[m*ldc + n] for n0 <= n < n1 (+ bias[n], float32 or null), single-
+// threaded, each value as linear_quantized computes it. n0 a multiple of `chunk` (linear_quantized's
+// split), so tiles fall as there. Valid while that scratch slot is not reused.
+struct IntQuantKernels;
+struct QuantRows {
+  const IntQuantKernels* ik = nullptr;  // null: the float-activation kernels
+  const uint8_t* act = nullptr;
+  const float* x = nullptr;
+  int bits = 0;
+  int64_t M = 0, K = 0, chunk = 0;
+};
+bool quant_rows_prepare(const float* x, int bits, int64_t M, int64_t K, QuantRows* r);
+void quant_rows(const QuantRows& r, const uint8_t* q, const float* scales, const float* bias, float* C,
+                int64_t ldc, int64_t n0, int64_t n1);
+
 // quant_hub.cc: linear with Hub pre-quantized weights (all contiguous; bias of bias_dtype or null).
 // GPTQ (awq false): qweight int32 [K / (32 / bits), N] packed along K; AWQ (awq true, bits 4):
 // qweight int32 [K, N / 8] packed along N in AutoAWQ's order. Both: qzeros int32 [G, N / (32 / bits)]

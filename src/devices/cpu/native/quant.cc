@@ -124,6 +124,32 @@ void linear_quantized(const float* x, const uint8_t* q, const float* scales, int
   });
 }
 
+bool quant_rows_prepare(const float* x, int bits, int64_t M, int64_t K, QuantRows* r) {
+  *r = QuantRows{};
+  r->x = x;
+  r->bits = bits;
+  r->M = M;
+  r->K = K;
+  if (const IntQuantKernels* ik = int_quant_kernels()) {
+    if (ik->gemm_rows && M >= kGemmMinM) return false;
+    r->ik = ik;
+    r->chunk = 24;
+    uint8_t* act = reinterpret_cast<uint8_t*>(thread_scratch(2, static_cast<size_t>((M * ik->act_row_bytes(K) + 3) / 4)));
+    for (int64_t m = 0; m < M; ++m) ik->quantize_act(bits, x, K, m, m + 1, K, act);
+    r->act = act;
+    return true;
+  }
+  if (M > kDotMaxM) return false;
+  r->chunk = 16;
+  return true;
+}
+
+void quant_rows(const QuantRows& r, const uint8_t* q, const float* scales, const float* bias, float* C,
+                int64_t ldc, int64_t n0, int64_t n1) {
+  if (r.ik) r.ik->dot_rows(r.bits, r.act, r.M, r.K, q, scales, bias, C, ldc, n0, n1);
+  else quant_kernels().dot_rows(r.bits, r.x, r.K, r.M, r.K, q, scales, bias, C, ldc, n0, n1);
+}
+
 void linear_quantized_group(const float* x, int bits, int64_t M, int64_t K, const QuantLinearPart* ws,
                             int nw) {
   const IntQuantKernels* ik = int_quant_kernels();

@@ -1,7 +1,8 @@
 /**
  * The webgpu kernel table: every op of devices/kernels.ts but quantizeBlocks (weights are quantized
- * on cpu) and linearQuantizedGroup (a cpu decode fusion: tensor/ops runs linearQuantized per weight
- * where a device has none).
+ * on cpu), linearQuantizedGroup (a cpu decode fusion: tensor/ops runs linearQuantized per weight
+ * where a device has none) and the quantized-weight forms of compile's fused linears (cpu only:
+ * their passes leave quantized linears alone on webgpu).
  */
 import type { KernelSignatures } from "../../kernels.js";
 import { attentionKernels } from "./attention.js";
@@ -22,7 +23,8 @@ import { rotaryKVWriteKernels } from "./rotary_kv_write.js";
 import { sortKernels } from "./sort.js";
 import { spatialKernels } from "./spatial.js";
 
-export const webgpuKernels: Omit<KernelSignatures, "quantizeBlocks" | "moeExperts" | "linearQuantizedGroup"> = {
+export const webgpuKernels: Omit<KernelSignatures, "quantizeBlocks" | "moeExperts" | "linearQuantizedGroup"
+  | "linearGroupQuantized" | "linearAddQuantized" | "linearArgmaxQuantized"> = {
   ...elementwiseKernels,
   ...reduceKernels,
   ...matmulKernels,
