@@ -5,11 +5,12 @@
  * of heads back to [B, L, Hq*Dv]; and RotaryAttention, the q/k/v/o-projection attention module of
  * Llama and the families derived from it.
  */
-import { applyRotary, scaledDotProductAttention } from "../tensor/ops.js";
+import { linearResidual } from "../tensor/fused.js";
+import { add, applyRotary, scaledDotProductAttention } from "../tensor/ops.js";
 import { tidy } from "../tensor/scope.js";
 import type { Tensor } from "../tensor/tensor.js";
 import type { AttentionKVCache } from "./kv_cache.js";
-import { Linear, RMSNorm } from "./layers.js";
+import { isPlainFloat, Linear, RMSNorm } from "./layers.js";
 import { Module, type Parameter } from "./module.js";
 import { forwardLinears } from "./quantized.js";
 
@@ -118,10 +119,19 @@ export class RotaryAttention extends Module {
 
   /** cos/sin [B, L, R] rotary tables; mask: additive padding mask or null; cache: this layer's KV cache. */
   forward(x: Tensor, cos: Tensor, sin: Tensor, mask: Tensor | null, cache: AttentionKVCache | null): Tensor {
-    return tidy(() => this.attend(x, cos, sin, mask, cache));
+    return tidy(() => this.attend(x, cos, sin, mask, cache, null));
   }
 
-  private attend(x: Tensor, cos: Tensor, sin: Tensor, mask: Tensor | null, cache: AttentionKVCache | null): Tensor {
+  /**
+   * residual + forward(...) (the attention half of a pre-norm decoder layer): with a plain float
+   * o_proj (tensor/fused.ts linearResidual) the output projection and the residual add are one
+   * kernel call where the device has it.
+   */
+  forwardResidual(x: Tensor, cos: Tensor, sin: Tensor, mask: Tensor | null, cache: AttentionKVCache | null, residual: Tensor): Tensor {
+    return tidy(() => this.attend(x, cos, sin, mask, cache, residual));
+  }
+
+  private attend(x: Tensor, cos: Tensor, sin: Tensor, mask: Tensor | null, cache: AttentionKVCache | null, residual: Tensor | null): Tensor {
     const [B, L] = x.shape;
     const { numHeads: nq, numKvHeads: nkv, headDim: d } = this.o;
     const [qp, kp, vp] = forwardLinears(x, [this.q_proj, this.k_proj, this.v_proj]);
@@ -134,6 +144,8 @@ export class RotaryAttention extends Module {
     const v = vp.view(B, L, nkv, d);
     const { scale = d ** -0.5, softcap, window } = this.o;
     const out = causalAttention(applyRotary(q, cos, sin), applyRotary(k, cos, sin), v, cache, { scale, mask, window, softcap, sinks: this.sinks?.value });
-    return this.o_proj.forward(out);
+    if (!residual) return this.o_proj.forward(out);
+    if (!isPlainFloat(this.o_proj)) return add(residual, this.o_proj.forward(out));
+    return linearResidual(out, this.o_proj.weight.value, this.o_proj.bias?.value ?? null, residual);
   }
 }

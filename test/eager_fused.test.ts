@@ -1,0 +1,146 @@
+/**
+ * The fused ops nn modules call in eager mode (tensor/fused.ts) against the plain ops they stand
+ * for: siluMul equal to mul(silu(g), u); gatedMlpResidual (one linearGroupLinearAdd on cpu) and
+ * linearResidual (one linearAdd) within 1e-5 of the plain ops (linearAdd may take the residual as
+ * the GEMM's bias, so the last bits of a sum may differ), for one row (decode), prefill rows and a
+ * batch, float32 and bfloat16 weights, and their fallbacks (other dtypes, broadcasting, inside a
+ * trace). Then a decoder LM (stories260K) whose layers take the fused paths against the same model
+ * with them switched off.
+ */
+import assert from "node:assert/strict";
+import { test } from "node:test";
+import { setKernelObserver } from "../src/devices/kernels.js";
+import * as torch from "../src/index.js";
+import { KVCache } from "../src/transformers/cache_utils.js";
+import { AutoModelForCausalLM } from "../src/transformers/index.js";
+import { graphLog } from "./helpers/graph_log.js";
+import { lcgValues } from "./helpers/lcg.js";
+import { maxAbsDiff, missing, STORIES } from "./helpers/shared.js";
+
+/** Deterministic pseudo-random float32 tensor with values in [-1, 1). */
+function rand(shape: number[], seed: number): torch.Tensor {
+  return torch.tensor(lcgValues(shape.reduce((a, b) => a * b, 1), seed), { shape });
+}
+
+/** The kernels `f` calls, by op name, in order. */
+function kernelsOf(f: () => unknown): string[] {
+  const ops: string[] = [];
+  const prev = setKernelObserver((op, _device, fn, args) => (ops.push(op), fn(...args)));
+  try { f(); } finally { setKernelObserver(prev); }
+  return ops;
+}
+
+async function close(a: torch.Tensor, b: torch.Tensor, tol: number, what: string): Promise<void> {
+  assert.deepEqual(a.shape, b.shape, `${what}: shape`);
+  assert.equal(a.dtype, b.dtype, `${what}: dtype`);
+  const d = maxAbsDiff(Array.from(await a.data(), Number), Array.from(await b.data(), Number));
+  assert.ok(d <= tol, `${what}: max |fused - plain| = ${d} > ${tol}`);
+}
+
+test("siluMul equals mul(silu(gate), up) exactly, and falls back for half inputs and broadcasting", async () => {
+  for (const shape of [[1, 1, 3072], [3, 5, 64], [0, 4]]) {
+    const g = rand(shape, 1).mul(4), u = rand(shape, 2);
+    await close(torch.siluMul(g, u), torch.mul(torch.silu(g), u), 0, `float32 [${shape}]`);
+  }
+  assert.deepEqual(kernelsOf(() => torch.siluMul(rand([4], 1), rand([4], 2))), ["fusedElementwise"], "one pass on cpu");
+  const g = rand([2, 8], 3), u = rand([8], 4);
+  await close(torch.siluMul(g, u), torch.mul(torch.silu(g), u), 0, "broadcast up");
+  const gh = g.to("bfloat16"), uh = rand([2, 8], 5).to("bfloat16");
+  await close(torch.siluMul(gh, uh), torch.mul(torch.silu(gh), uh), 0, "bfloat16 (plain ops, bfloat16 out)");
+  // A strided (transposed) gate reads through its strides.
+  const gt = rand([8, 2], 6).transpose(0, 1), ut = rand([2, 8], 7);
+  await close(torch.siluMul(gt, ut), torch.mul(torch.silu(gt), ut), 0, "strided gate");
+});
+
+for (const dtype of ["float32", "bfloat16"] as const) {
+  test(`gatedMlpResidual (${dtype} weights) is within 1e-5 of rmsNorm, linears, SiLU * up, down and the residual add`, async () => {
+    const [K, I, N] = [64, 96, 64];
+    const gate = rand([I, K], 10).to(dtype), up = rand([I, K], 11).to(dtype), down = rand([N, I], 12).div(4).to(dtype);
+    const normW = rand([K], 13).to(dtype), bias = rand([N], 14).to(dtype);
+    const plain = (x: torch.Tensor, r: torch.Tensor, offset: number, b: torch.Tensor | null, norm = true) => {
+      const n = norm ? torch.rmsNorm(x, normW, 1e-6, offset) : x;
+      return torch.add(r, torch.linear(torch.mul(torch.silu(torch.linear(n, gate)), torch.linear(n, up)), down, b));
+    };
+    for (const [lead, seed] of [[[1, 1], 1], [[1, 7], 2], [[3, 1], 3], [[2, 5], 4]] as const) {
+      const x = rand([...lead, K], seed), r = rand([...lead, N], seed + 20);
+      for (const offset of [0, 1]) {
+        const fused = torch.gatedMlpResidual(x, { weight: normW, eps: 1e-6, offset }, gate, up, down, null, r);
+        await close(fused, plain(x, r, offset, null), 1e-5, `[${lead}] rows, offset ${offset}`);
+      }
+      assert.deepEqual(kernelsOf(() => torch.gatedMlpResidual(x, null, gate, up, down, bias, r)), ["linearGroup", "linearAdd"], "two calls on cpu");
+      await close(torch.gatedMlpResidual(x, null, gate, up, down, bias, r), plain(x, r, 0, bias, false), 1e-5, `[${lead}] rows, no norm, down bias`);
+    }
+    // Fallbacks: a bfloat16 activation (plain ops, which compute in float32 as well).
+    const xh = rand([1, 1, K], 30).to("bfloat16"), r = rand([1, 1, N], 31);
+    await close(torch.gatedMlpResidual(xh, { weight: normW, eps: 1e-6, offset: 0 }, gate, up, down, null, r), plain(xh, r, 0, null), 1e-5, "bfloat16 input");
+  });
+
+  test(`linearResidual (${dtype} weight) is within 1e-5 of add(residual, linear(x, w, bias))`, async () => {
+    const w = rand([48, 80], 40).to(dtype), b = rand([48], 41).to(dtype);
+    for (const [lead, seed] of [[[1, 1], 1], [[1, 9], 2], [[4, 1], 3]] as const) {
+      const x = rand([...lead, 80], seed), r = rand([...lead, 48], seed + 10);
+      await close(torch.linearResidual(x, w, b, r), torch.add(r, torch.linear(x, w, b)), 1e-5, `[${lead}] rows, bias`);
+      await close(torch.linearResidual(x, w, null, r), torch.add(r, torch.linear(x, w)), 1e-5, `[${lead}] rows`);
+      assert.deepEqual(kernelsOf(() => torch.linearResidual(x, w, b, r)), ["linearAdd"], "one call on cpu");
+    }
+  });
+}
+
+test("inside a trace the fused ops record the plain ops (compile's passes choose the fusions)", () => {
+  torch.compiler.reset();
+  const [K, I] = [32, 64];
+  const gate = rand([I, K], 1), up = rand([I, K], 2), down = rand([K, I], 3), w = rand([K, K], 4), g = rand([K], 5);
+  const fused = torch.compile(function block(x: torch.Tensor, r: torch.Tensor) {
+    const h = torch.linearResidual(x, w, null, r);
+    return torch.gatedMlpResidual(h, { weight: g, eps: 1e-6, offset: 0 }, gate, up, down, null, h);
+  });
+  const plain = torch.compile(function block(x: torch.Tensor, r: torch.Tensor) {
+    const h = torch.add(r, torch.linear(x, w));
+    const n = torch.rmsNorm(h, g, 1e-6);
+    return torch.add(h, torch.linear(torch.mul(torch.silu(torch.linear(n, gate)), torch.linear(n, up)), down));
+  });
+  const log = (f: typeof fused) => graphLog(() => f(rand([1, 1, K], 6), rand([1, 1, K], 7)));
+  // Traced as the same 9 plain ops, which the passes fuse the same way.
+  const plainLog = log(plain);
+  assert.equal(log(fused), plainLog);
+  assert.match(plainLog, /block: \d kernel calls \(0 dead removed, [1-9] fused away\)/);
+});
+
+for (const dtype of ["float32", "bfloat16"] as const) {
+  test(`a decoder LM's eager forward with the fused residual paths equals it without them (stories260K, ${dtype}, prompt then decode steps)`, async (t) => {
+    const skip = missing(STORIES);
+    if (skip) return t.skip(skip);
+    const model = await AutoModelForCausalLM.fromPretrained(STORIES, { dtype });
+    const prompt = [1, 403, 407, 261, 378];
+    const kernels: number[] = [];
+    const run = async () => {
+      const cache = new KVCache(model.numLayers, "dynamic", prompt.length + 3, dtype);
+      const step = (ids: number[], past: number) => model.forward({
+        inputIds: model.idsTensor([ids]), positionIds: [ids.map((_, i) => past + i)], attentionMask: null, cache,
+      });
+      const out = [Array.from(await step(prompt, 0).data(), Number)];
+      for (const [i, id] of [12, 250, 3].entries()) {
+        let logits: torch.Tensor | null = null;
+        const ops = kernelsOf(() => (logits = step([id], prompt.length + i)));
+        kernels.push(ops.filter((op) => op === "linearGroup" || op === "linearAdd").length);
+        out.push(Array.from(await logits!.data(), Number));
+      }
+      return out;
+    };
+    const fused = await run();
+    const layers = model.numLayers;
+    assert.deepEqual(kernels.splice(0), [1, 2, 3].map(() => 3 * layers), "a decode step: o_proj + residual, the MLP in 2 calls per layer");
+    // Replacing forwards on the instances turns the fused paths off (they only run for unmodified modules).
+    for (const layer of (model as unknown as { model: { layers: { items: object[] } } }).model.layers.items) {
+      const l = layer as unknown as { self_attn: { forward: Function }; ffn: { forward: Function } };
+      l.self_attn.forward = l.self_attn.forward.bind(l.self_attn);
+      l.ffn.forward = l.ffn.forward.bind(l.ffn);
+    }
+    const plain = await run();
+    assert.deepEqual(kernels, [0, 0, 0], "switched off");
+    for (let i = 0; i < plain.length; i++) {
+      const d = maxAbsDiff(fused[i], plain[i]);
+      assert.ok(d <= 1e-5, `step ${i}: max |fused - plain| logit = ${d}`);
+    }
+  });
+}
