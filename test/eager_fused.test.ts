@@ -2,7 +2,8 @@
  * The fused ops nn modules call in eager mode (tensor/fused.ts) against the plain ops they stand
  * for: siluMul equal to mul(silu(g), u); gatedMlpResidual (one linearGroupLinearAdd on cpu) and
  * linearResidual (one linearAdd) within 1e-5 of the plain ops (linearAdd may take the residual as
- * the GEMM's bias, so the last bits of a sum may differ), for one row (decode), prefill rows and a
+ * the GEMM's bias, so the last bits of a sum may differ), normLinears (one linearGroup) equal to
+ * rmsNorm then linears, for one row (decode), prefill rows and a
  * batch, float32 and bfloat16 weights, and their fallbacks (other dtypes, broadcasting, inside a
  * trace). Then a decoder LM (stories260K) whose layers take the fused paths against the same model
  * with them switched off.
@@ -86,6 +87,26 @@ for (const dtype of ["float32", "bfloat16"] as const) {
   });
 }
 
+for (const dtype of ["float32", "bfloat16"] as const) {
+  test(`normLinears (${dtype} weights) equals linear(rmsNorm(x), w) for each weight`, async () => {
+    const ws = [rand([64, 48], 50), rand([32, 48], 51), rand([32, 48], 52)].map((w) => w.to(dtype));
+    const g = rand([48], 53).to(dtype);
+    for (const [lead, seed] of [[[1, 1], 1], [[1, 6], 2], [[3, 1], 3]] as const) {
+      const x = rand([...lead, 48], seed);
+      for (const count of [1, 3]) {
+        const got = torch.normLinears(x, { weight: g, eps: 1e-6, offset: 1 }, ws.slice(0, count));
+        const n = torch.rmsNorm(x, g, 1e-6, 1);
+        for (let i = 0; i < count; i++) await close(got[i], torch.linear(n, ws[i]), 0, `[${lead}] rows, weight ${i} of ${count}`);
+      }
+      const bare = torch.normLinears(x, null, ws.slice(0, 2));
+      for (let i = 0; i < 2; i++) await close(bare[i], torch.linear(x, ws[i]), 0, `[${lead}] rows, no norm, weight ${i}`);
+    }
+    assert.deepEqual(kernelsOf(() => torch.normLinears(rand([1, 48], 9), { weight: g, eps: 1e-6, offset: 0 }, ws)), ["linearGroup"], "one call on cpu");
+    const four = [...ws, ws[0]];
+    assert.deepEqual(kernelsOf(() => torch.normLinears(rand([1, 48], 9), null, four)), ["linear", "linear", "linear", "linear"], "more than 3 weights: plain linears");
+  });
+}
+
 test("inside a trace the fused ops record the plain ops (compile's passes choose the fusions)", () => {
   torch.compiler.reset();
   const [K, I] = [32, 64];
@@ -129,7 +150,7 @@ for (const dtype of ["float32", "bfloat16"] as const) {
     };
     const fused = await run();
     const layers = model.numLayers;
-    assert.deepEqual(kernels.splice(0), [1, 2, 3].map(() => 3 * layers), "a decode step: o_proj + residual, the MLP in 2 calls per layer");
+    assert.deepEqual(kernels.splice(0), [1, 2, 3].map(() => 4 * layers), "a decode step: norm + q/k/v, o_proj + residual, the MLP in 2 calls per layer");
     // Replacing forwards on the instances turns the fused paths off (they only run for unmodified modules).
     for (const layer of (model as unknown as { model: { layers: { items: object[] } } }).model.layers.items) {
       const l = layer as unknown as { self_attn: { forward: Function }; ffn: { forward: Function } };

@@ -5,7 +5,7 @@
  * of heads back to [B, L, Hq*Dv]; and RotaryAttention, the q/k/v/o-projection attention module of
  * Llama and the families derived from it.
  */
-import { linearResidual } from "../tensor/fused.js";
+import { linearResidual, normLinears } from "../tensor/fused.js";
 import { add, applyRotary, scaledDotProductAttention } from "../tensor/ops.js";
 import { tidy } from "../tensor/scope.js";
 import type { Tensor } from "../tensor/tensor.js";
@@ -119,22 +119,34 @@ export class RotaryAttention extends Module {
 
   /** cos/sin [B, L, R] rotary tables; mask: additive padding mask or null; cache: this layer's KV cache. */
   forward(x: Tensor, cos: Tensor, sin: Tensor, mask: Tensor | null, cache: AttentionKVCache | null): Tensor {
-    return tidy(() => this.attend(x, cos, sin, mask, cache, null));
+    return tidy(() => this.attend(x, null, cos, sin, mask, cache, null));
   }
 
   /**
-   * residual + forward(...) (the attention half of a pre-norm decoder layer): with a plain float
-   * o_proj (tensor/fused.ts linearResidual) the output projection and the residual add are one
-   * kernel call where the device has it.
+   * residual + forward(norm.forward(x), ...) (the attention half of a pre-norm decoder layer). With
+   * plain float projections (no bias, no quantized or Hub weight) and a plain RMSNorm, the norm and
+   * q/k/v are one kernel call (tensor/fused.ts normLinears), and with a plain float o_proj the output
+   * projection and the residual add are one (linearResidual), where the device has those kernels.
    */
-  forwardResidual(x: Tensor, cos: Tensor, sin: Tensor, mask: Tensor | null, cache: AttentionKVCache | null, residual: Tensor): Tensor {
-    return tidy(() => this.attend(x, cos, sin, mask, cache, residual));
+  forwardResidual(x: Tensor, norm: Module & { forward(x: Tensor): Tensor }, cos: Tensor, sin: Tensor, mask: Tensor | null,
+                  cache: AttentionKVCache | null, residual: Tensor): Tensor {
+    return tidy(() => this.attend(x, norm, cos, sin, mask, cache, residual));
   }
 
-  private attend(x: Tensor, cos: Tensor, sin: Tensor, mask: Tensor | null, cache: AttentionKVCache | null, residual: Tensor | null): Tensor {
+  /** q, k, v of `norm.forward(x)` (x itself when norm is null). */
+  private project(x: Tensor, norm: (Module & { forward(x: Tensor): Tensor }) | null): Tensor[] {
+    const qkv = [this.q_proj, this.k_proj, this.v_proj];
+    if (norm instanceof RMSNorm && norm.forward === RMSNorm.prototype.forward && qkv.every((l) => isPlainFloat(l) && !l.bias)) {
+      return normLinears(x, { weight: norm.weight.value, eps: norm.eps, offset: norm.offset }, qkv.map((l) => l.weight.value));
+    }
+    return forwardLinears(norm ? norm.forward(x) : x, qkv);
+  }
+
+  private attend(x: Tensor, norm: (Module & { forward(x: Tensor): Tensor }) | null, cos: Tensor, sin: Tensor, mask: Tensor | null,
+                 cache: AttentionKVCache | null, residual: Tensor | null): Tensor {
     const [B, L] = x.shape;
     const { numHeads: nq, numKvHeads: nkv, headDim: d } = this.o;
-    const [qp, kp, vp] = forwardLinears(x, [this.q_proj, this.k_proj, this.v_proj]);
+    const [qp, kp, vp] = this.project(x, norm);
     let q = qp.view(B, L, nq, d);
     let k = kp.view(B, L, nkv, d);
     if (this.q_norm && this.k_norm) {

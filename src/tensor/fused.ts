@@ -100,3 +100,23 @@ export function linearResidual(x: Tensor, w: Tensor, bias: Tensor | null, residu
   getKernel("linearAdd", x.device.type)(x2, w.contiguous(), bias?.contiguous() ?? null, residual.reshape(M, N).contiguous(), out.view(M, N));
   return out;
 }
+
+/**
+ * linear(rmsNorm(x, norm), w) for each of `ws` (1-3 weights reading one normalized input: an
+ * attention's q/k/v after input_layernorm): x float [..., K]; ws [N_i, K] float (as stored, no bias);
+ * norm or null (no norm). Returns float32 [..., N_i] each. One linearGroup call where the device
+ * has it (the norm computed once inside), else the plain ops (same values).
+ */
+export function normLinears(x: Tensor, norm: RmsNormParams | null, ws: readonly Tensor[]): Tensor[] {
+  const K = x.shape[x.ndim - 1], M = numel(x.shape.slice(0, -1));
+  const fits = x.dtype === "float32" && M > 0 && ws.length >= 1 && ws.length <= 3 && ws.every((w) => w.ndim === 2 && w.shape[1] === K && isFloating(w.dtype))
+    && (!norm || (norm.weight.ndim === 1 && norm.weight.shape[0] === K));
+  if (!fits || !fusable("linearGroup", x)) {
+    const n = norm ? rmsNorm(x, norm.weight, norm.eps, norm.offset) : x;
+    return ws.map((w) => linear(n, w));
+  }
+  const outs = ws.map((w) => empty([...x.shape.slice(0, -1), w.shape[0]], "float32", x.device));
+  getKernel("linearGroup", x.device.type)(x.reshape(M, K).contiguous(), norm && { weight: norm.weight.contiguous(), eps: norm.eps, offset: norm.offset },
+    ws.map((w) => w.contiguous()), outs.map((o) => o.view(M, o.shape[o.ndim - 1])));
+  return outs;
+}

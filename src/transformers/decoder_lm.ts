@@ -51,10 +51,10 @@ export class PreNormDecoderLayer extends Module implements DecoderLayer {
 
   /** A RotaryAttention / GatedMLP (not a subclass, forward not replaced) adds the residual itself, through fused ops (nn forwardResidual). */
   forward(x: Tensor, cos: Tensor, sin: Tensor, mask: Tensor | null, cache: LayerKVCache | null): Tensor {
-    const attn: Module = this.self_attn, ffn: Module = this.ffn, n = this.input_layernorm.forward(x);
+    const attn: Module = this.self_attn, ffn: Module = this.ffn;
     const h = attn instanceof RotaryAttention && attn.constructor === RotaryAttention && attn.forward === RotaryAttention.prototype.forward
-      ? attn.forwardResidual(n, cos, sin, mask, cache, x)
-      : add(x, this.self_attn.forward(n, cos, sin, mask, cache));
+      ? attn.forwardResidual(x, this.input_layernorm, cos, sin, mask, cache, x)
+      : add(x, this.self_attn.forward(this.input_layernorm.forward(x), cos, sin, mask, cache));
     return ffn instanceof GatedMLP && ffn.constructor === GatedMLP ? ffn.forwardResidual(h, this.post_attention_layernorm, h)
       : add(h, this.ffn.forward(this.post_attention_layernorm.forward(h)));
   }
