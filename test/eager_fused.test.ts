@@ -5,8 +5,9 @@
  * the GEMM's bias, so the last bits of a sum may differ), normLinears (one linearGroup) equal to
  * rmsNorm then linears, for one row (decode), prefill rows and a
  * batch, float32 and bfloat16 weights, and their fallbacks (other dtypes, broadcasting, inside a
- * trace). Then a decoder LM (stories260K) whose layers take the fused paths against the same model
- * with them switched off.
+ * trace); rotaryCacheWrite (one rotaryKVWrite) equal to applyRotary and copies into the cache buffer.
+ * Then a decoder LM (stories260K) whose layers take the fused paths against the same model with them
+ * switched off.
  */
 import assert from "node:assert/strict";
 import { test } from "node:test";
@@ -107,6 +108,31 @@ for (const dtype of ["float32", "bfloat16"] as const) {
   });
 }
 
+for (const dtype of ["float32", "bfloat16"] as const) {
+  test(`rotaryCacheWrite (${dtype} cache) equals applyRotary(q), and applyRotary(k) and v copied into the cache buffers`, async () => {
+    for (const [B, L, at, seed] of [[1, 1, 5, 1], [2, 3, 0, 2], [1, 4, 6, 3]] as const) {
+      const [Hq, Hkv, D, R, cap] = [4, 2, 8, 6, 10];
+      const q = rand([B, L, Hq, D], seed), k = rand([B, L, Hkv, D], seed + 1), v = rand([B, L, Hkv, D], seed + 2);
+      const cos = rand([B, L, R], seed + 3), sin = rand([B, L, R], seed + 4);
+      const bufs = () => [rand([B, cap, Hkv, D], 60).to(dtype), rand([B, cap, Hkv, D], 61).to(dtype)];
+      const [kb, vb] = bufs(), [kw, vw] = bufs();
+      let got: torch.Tensor | null = null;
+      const ops = kernelsOf(() => (got = torch.rotaryCacheWrite(q, k, v, cos, sin, kb, vb, at)));
+      assert.deepEqual(ops, ["rotaryKVWrite"], "one call on cpu");
+      torch.copyInto(torch.applyRotary(k, cos, sin), kw.narrow(1, at, L));
+      torch.copyInto(v, vw.narrow(1, at, L));
+      await close(got!, torch.applyRotary(q, cos, sin), 0, `B ${B}, L ${L}: q`);
+      await close(kb, kw, 0, `B ${B}, L ${L}: key buffer (other positions untouched)`);
+      await close(vb, vw, 0, `B ${B}, L ${L}: value buffer`);
+    }
+    // Fallback: a non-contiguous buffer takes the plain ops.
+    const big = rand([1, 6, 2, 16], 70).to(dtype);
+    const kb = big.narrow(3, 0, 8), vb = rand([1, 6, 2, 8], 71).to(dtype);
+    const ops = kernelsOf(() => torch.rotaryCacheWrite(rand([1, 1, 2, 8], 1), rand([1, 1, 2, 8], 2), rand([1, 1, 2, 8], 3), rand([1, 1, 8], 4), rand([1, 1, 8], 5), kb, vb, 2));
+    assert.deepEqual(ops, ["rotary", "rotary", "copy", "copy"], "strided buffer: plain ops");
+  });
+}
+
 test("inside a trace the fused ops record the plain ops (compile's passes choose the fusions)", () => {
   torch.compiler.reset();
   const [K, I] = [32, 64];
@@ -134,8 +160,10 @@ for (const dtype of ["float32", "bfloat16"] as const) {
     const model = await AutoModelForCausalLM.fromPretrained(STORIES, { dtype });
     const prompt = [1, 403, 407, 261, 378];
     const kernels: number[] = [];
-    const run = async () => {
+    const run = async (fusedCache: boolean) => {
       const cache = new KVCache(model.numLayers, "dynamic", prompt.length + 3, dtype);
+      // Without reserve, attention rotates q and k and calls update() (the plain ops).
+      if (!fusedCache) for (const l of cache.layers) (l as { reserve?: unknown }).reserve = undefined;
       const step = (ids: number[], past: number) => model.forward({
         inputIds: model.idsTensor([ids]), positionIds: [ids.map((_, i) => past + i)], attentionMask: null, cache,
       });
@@ -143,21 +171,21 @@ for (const dtype of ["float32", "bfloat16"] as const) {
       for (const [i, id] of [12, 250, 3].entries()) {
         let logits: torch.Tensor | null = null;
         const ops = kernelsOf(() => (logits = step([id], prompt.length + i)));
-        kernels.push(ops.filter((op) => op === "linearGroup" || op === "linearAdd").length);
+        kernels.push(ops.filter((op) => op === "linearGroup" || op === "linearAdd" || op === "rotaryKVWrite").length);
         out.push(Array.from(await logits!.data(), Number));
       }
       return out;
     };
-    const fused = await run();
+    const fused = await run(true);
     const layers = model.numLayers;
-    assert.deepEqual(kernels.splice(0), [1, 2, 3].map(() => 4 * layers), "a decode step: norm + q/k/v, o_proj + residual, the MLP in 2 calls per layer");
+    assert.deepEqual(kernels.splice(0), [1, 2, 3].map(() => 5 * layers), "a decode step: norm + q/k/v, rotary + KV write, o_proj + residual, the MLP in 2 calls per layer");
     // Replacing forwards on the instances turns the fused paths off (they only run for unmodified modules).
     for (const layer of (model as unknown as { model: { layers: { items: object[] } } }).model.layers.items) {
       const l = layer as unknown as { self_attn: { forward: Function }; ffn: { forward: Function } };
       l.self_attn.forward = l.self_attn.forward.bind(l.self_attn);
       l.ffn.forward = l.ffn.forward.bind(l.ffn);
     }
-    const plain = await run();
+    const plain = await run(false);
     assert.deepEqual(kernels, [0, 0, 0], "switched off");
     for (let i = 0; i < plain.length; i++) {
       const d = maxAbsDiff(fused[i], plain[i]);

@@ -5,7 +5,7 @@
  * of heads back to [B, L, Hq*Dv]; and RotaryAttention, the q/k/v/o-projection attention module of
  * Llama and the families derived from it.
  */
-import { linearResidual, normLinears } from "../tensor/fused.js";
+import { linearResidual, normLinears, rotaryCacheWrite } from "../tensor/fused.js";
 import { add, applyRotary, scaledDotProductAttention } from "../tensor/ops.js";
 import { tidy } from "../tensor/scope.js";
 import type { Tensor } from "../tensor/tensor.js";
@@ -155,7 +155,11 @@ export class RotaryAttention extends Module {
     }
     const v = vp.view(B, L, nkv, d);
     const { scale = d ** -0.5, softcap, window } = this.o;
-    const out = causalAttention(applyRotary(q, cos, sin), applyRotary(k, cos, sin), v, cache, { scale, mask, window, softcap, sinks: this.sinks?.value });
+    const opts = { scale, mask, window, softcap, sinks: this.sinks?.value };
+    // A cache that lets the caller write (LayerKVCache.reserve): rotary and the KV write in one fused op.
+    const room = cache && !attendsItself(cache) ? cache.reserve?.(k, v, window) ?? null : null;
+    const out = room ? attendToKeys(rotaryCacheWrite(q, k, v, cos, sin, room.keyBuffer, room.valueBuffer, room.at), room.keys, room.values, opts)
+      : causalAttention(applyRotary(q, cos, sin), applyRotary(k, cos, sin), v, cache, opts);
     if (!residual) return this.o_proj.forward(out);
     if (!isPlainFloat(this.o_proj)) return add(residual, this.o_proj.forward(out));
     return linearResidual(out, this.o_proj.weight.value, this.o_proj.bias?.value ?? null, residual);

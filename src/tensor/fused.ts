@@ -2,7 +2,7 @@
  * Fused ops that nn modules call directly in eager mode (as PyTorch modules call the fused
  * F.scaled_dot_product_attention): each is one kernel call where the device registers the fused
  * kernels that compile/'s passes make (devices/kernels.ts: fusedElementwise, linearGroup, linearAdd,
- * linearGroupLinearAdd),
+ * linearGroupLinearAdd, rotaryKVWrite),
  * and the composition of the plain ops elsewhere. The fused kernels compute each element with the
  * same kernels as the plain ops (cpu: linear_group.cc, the eager rms_norm, gemm_range and
  * fused_elementwise), so both ways give the same values.
@@ -12,9 +12,9 @@
  */
 import { hasKernel, getKernel, type FusedStep, type OpName } from "../devices/kernels.js";
 import { isFloating } from "./dtype.js";
-import { add, empty, linear, mul, rmsNorm, silu } from "./ops.js";
+import { add, applyRotary, copyInto, empty, linear, mul, rmsNorm, silu } from "./ops.js";
 import { numel, sameShape } from "./shape.js";
-import type { Tensor } from "./tensor.js";
+import { Tensor } from "./tensor.js";
 import { traceObserver } from "./trace.js";
 
 /** The chain silu(input 0) * input 1 (fusedElementwise's steps; the epilogue of a gated MLP). */
@@ -119,4 +119,34 @@ export function normLinears(x: Tensor, norm: RmsNormParams | null, ws: readonly 
   getKernel("linearGroup", x.device.type)(x.reshape(M, K).contiguous(), norm && { weight: norm.weight.contiguous(), eps: norm.eps, offset: norm.offset },
     ws.map((w) => w.contiguous()), outs.map((o) => o.view(M, o.shape[o.ndim - 1])));
   return outs;
+}
+
+/**
+ * A decode step's rotary and KV-cache write (transformers' apply_rotary_pos_emb, then
+ * cache.update): rotary(k) and v written into positions [at, at + L) of every sequence of the
+ * position-major cache buffers kBuf [B, capacity, Hkv, D] / vBuf [B, capacity, Hkv, Dv]
+ * (contiguous, float32/16/bf16 as stored), and rotary(q) returned. q [B, L, Hq, D], k [B, L, Hkv, D],
+ * v [B, L, Hkv, Dv] float; cos/sin [B, L, R] as applyRotary. Returns float32 [B, L, Hq, D]. One
+ * rotaryKVWrite call (the buffers as pools of B blocks of `capacity` slots) where the device has it,
+ * else applyRotary and copyInto (same values, same op order).
+ */
+export function rotaryCacheWrite(q: Tensor, k: Tensor, v: Tensor, cos: Tensor, sin: Tensor, kBuf: Tensor, vBuf: Tensor, at: number): Tensor {
+  const [B, L, Hkv, D] = k.shape, cap = kBuf.shape[1], Dv = v.shape[3];
+  const fits = q.ndim === 4 && k.ndim === 4 && v.ndim === 4 && q.shape[0] === B && q.shape[1] === L && q.shape[3] === D
+    && sameShape(v.shape.slice(0, 3), [B, L, Hkv]) && sameShape(kBuf.shape, [B, cap, Hkv, D]) && sameShape(vBuf.shape, [B, cap, Hkv, Dv])
+    && kBuf.dtype === vBuf.dtype && isFloating(kBuf.dtype) && kBuf.isContiguous && vBuf.isContiguous && kBuf.offset === 0 && vBuf.offset === 0
+    && cos.ndim === 3 && cos.shape[0] === B && cos.shape[1] === L && [q, k, v].every((t) => t.dtype === "float32") && at >= 0 && at + L <= cap && B * L > 0;
+  if (!fits || !fusable("rotaryKVWrite", q)) {
+    const qr = applyRotary(q, cos, sin);
+    copyInto(applyRotary(k, cos, sin), kBuf.narrow(1, at, L));
+    copyInto(v, vBuf.narrow(1, at, L));
+    return qr;
+  }
+  const slots = new Int32Array(B * L);
+  for (let b = 0; b < B; b++) for (let t = 0; t < L; t++) slots[b * L + t] = b * cap + at + t;
+  const slotTensor = new Tensor(q.device.upload(new Uint8Array(slots.buffer)), "int32", [B * L]);
+  const qOut = empty(q.shape, "float32", q.device);
+  const f = (t: Tensor) => (t.dtype === "float32" ? t : t.to("float32")).contiguous();
+  getKernel("rotaryKVWrite", q.device.type)(q.contiguous(), qOut, k.contiguous(), v.reshape(B * L, Hkv, Dv).contiguous(), f(cos), f(sin), kBuf, vBuf, slotTensor);
+  return qOut;
 }

@@ -14,7 +14,7 @@ import { cat, copyInto, empty } from "../tensor/ops.js";
 import { keep } from "../tensor/scope.js";
 import type { Tensor } from "../tensor/tensor.js";
 import type { DType } from "../tensor/dtype.js";
-import type { AttentionKVCache } from "../nn/kv_cache.js";
+import type { AttentionKVCache, KVReservation } from "../nn/kv_cache.js";
 import type { CausalAttentionOptions, SelfAttendingCache } from "../nn/attention.js";
 import { LinearAttentionState } from "./cache_linear_attention.js";
 
@@ -54,10 +54,33 @@ export class LayerKVCache implements AttentionKVCache {
    * min(seqLength, window - 1 + L)). Throws when a static cache would overflow.
    */
   update(k: Tensor, v: Tensor, window = 0): { keys: Tensor; values: Tensor } {
+    const r = this.makeRoom(k, v, window);
+    if (!r) {
+      this.seen += k.shape[1];
+      return this.passThrough(k, v, window - 1);
+    }
+    copyInto(k, r.keyBuffer.narrow(1, r.at, k.shape[1]));
+    copyInto(v, r.valueBuffer.narrow(1, r.at, v.shape[1]));
+    return r;
+  }
+
+  /**
+   * update() without the copies: make room for the L positions of k [B, L, Hkv, D] / v [B, L, Hkv, Dv]
+   * (only their shapes are read), count them as seen, and return the buffers [B, capacity, Hkv, D]
+   * / [B, capacity, Hkv, Dv], the position `at` where the caller must write them (positions
+   * [at, at + L) of every sequence) and update()'s keys/values views, which read them. Returns null,
+   * changing nothing, for a chunk longer than a sliding window's buffer (update() joins it instead).
+   * Throws when a static cache would overflow.
+   */
+  reserve(k: Tensor, v: Tensor, window = 0): KVReservation | null {
+    return this.makeRoom(k, v, window);
+  }
+
+  private makeRoom(k: Tensor, v: Tensor, window: number): KVReservation | null {
     const L = k.shape[1];
-    this.seen += L;
     const kept = this.end - this.start, need = kept + L;
-    if (window > 0 && need > 2 * window) return this.passThrough(k, v, window - 1);
+    if (window > 0 && need > 2 * window) return null;
+    this.seen += L;
     const capacity = this.capacity;
     if (this.end + L > capacity) {
       if (need <= capacity) this.moveToFront();
@@ -69,12 +92,11 @@ export class LayerKVCache implements AttentionKVCache {
         this.reallocate(k, v, window > 0 ? Math.max(need, Math.min(wanted, 2 * window)) : wanted);
       }
     }
-    copyInto(k, this.keys!.narrow(1, this.end, L));
-    copyInto(v, this.values!.narrow(1, this.end, L));
+    const at = this.end;
     this.end += L;
     const keys = this.keys!.narrow(1, this.start, need).transpose(1, 2), values = this.values!.narrow(1, this.start, need).transpose(1, 2);
     if (window > 0) this.start = Math.max(this.start, this.end - (window - 1));
-    return { keys, values };
+    return { keyBuffer: this.keys!, valueBuffer: this.values!, at, keys, values };
   }
 
   /** New buffers of `capacity` positions holding the cached ones at the front. */
@@ -135,6 +157,10 @@ export class SelfAttendingLayer extends LayerKVCache implements SelfAttendingCac
   }
 
   override update(): never {
+    throw new Error(this.refusal);
+  }
+
+  override reserve(): never {
     throw new Error(this.refusal);
   }
 
