@@ -11,7 +11,7 @@
  */
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import { setKernelObserver } from "../src/devices/kernels.js";
+import { hasKernel, setKernelObserver } from "../src/devices/kernels.js";
 import * as torch from "../src/index.js";
 import { KVCache } from "../src/transformers/cache_utils.js";
 import { AutoModelForCausalLM } from "../src/transformers/index.js";
@@ -23,6 +23,9 @@ import { maxAbsDiff, missing, STORIES } from "./helpers/shared.js";
 function rand(shape: number[], seed: number): torch.Tensor {
   return torch.tensor(lcgValues(shape.reduce((a, b) => a * b, 1), seed), { shape });
 }
+
+/** The fused kernels the eager decoder layer may call. */
+const FUSED = new Set(["linearGroup", "linearAdd", "rotaryKVWrite", "linearGroupQuantized", "linearAddQuantized"]);
 
 /** The kernels `f` calls, by op name, in order. */
 function kernelsOf(f: () => unknown): string[] {
@@ -153,7 +156,7 @@ test("inside a trace the fused ops record the plain ops (compile's passes choose
   assert.match(plainLog, /block: \d kernel calls \(0 dead removed, [1-9] fused away\)/);
 });
 
-for (const dtype of ["float32", "bfloat16"] as const) {
+for (const dtype of ["float32", "bfloat16", "int8"] as const) {
   test(`a decoder LM's eager forward with the fused residual paths equals it without them (stories260K, ${dtype}, prompt then decode steps)`, async (t) => {
     const skip = missing(STORIES);
     if (skip) return t.skip(skip);
@@ -161,7 +164,7 @@ for (const dtype of ["float32", "bfloat16"] as const) {
     const prompt = [1, 403, 407, 261, 378];
     const kernels: number[] = [];
     const run = async (fusedCache: boolean) => {
-      const cache = new KVCache(model.numLayers, "dynamic", prompt.length + 3, dtype);
+      const cache = new KVCache(model.numLayers, "dynamic", prompt.length + 3, dtype === "int8" ? "float32" : dtype);
       // Without reserve, attention rotates q and k and calls update() (the plain ops).
       if (!fusedCache) for (const l of cache.layers) (l as { reserve?: unknown }).reserve = undefined;
       const step = (ids: number[], past: number) => model.forward({
@@ -171,14 +174,16 @@ for (const dtype of ["float32", "bfloat16"] as const) {
       for (const [i, id] of [12, 250, 3].entries()) {
         let logits: torch.Tensor | null = null;
         const ops = kernelsOf(() => (logits = step([id], prompt.length + i)));
-        kernels.push(ops.filter((op) => op === "linearGroup" || op === "linearAdd" || op === "rotaryKVWrite").length);
+        kernels.push(ops.filter((op) => FUSED.has(op)).length);
         out.push(Array.from(await logits!.data(), Number));
       }
       return out;
     };
     const fused = await run(true);
     const layers = model.numLayers;
-    assert.deepEqual(kernels.splice(0), [1, 2, 3].map(() => 5 * layers), "a decode step: norm + q/k/v, rotary + KV write, o_proj + residual, the MLP in 2 calls per layer");
+    // int8 (stories260K's linears all quantized): the quantized fused kernels where registered, else rotaryKVWrite only.
+    const perLayer = dtype !== "int8" || hasKernel("linearGroupQuantized" as never, "cpu") ? 5 : 1;
+    assert.deepEqual(kernels.splice(0), [1, 2, 3].map(() => perLayer * layers), "a decode step: norm + q/k/v, rotary + KV write, o_proj + residual, the MLP in 2 calls per layer");
     // Replacing forwards on the instances turns the fused paths off (they only run for unmodified modules).
     for (const layer of (model as unknown as { model: { layers: { items: object[] } } }).model.layers.items) {
       const l = layer as unknown as { self_attn: { forward: Function }; ffn: { forward: Function } };
@@ -193,3 +198,33 @@ for (const dtype of ["float32", "bfloat16"] as const) {
     }
   });
 }
+
+test("the block-quantized fused ops equal the plain quantized ops (fused kernels where the device registers them)", async (t) => {
+  const { normLinearsQuantized, linearResidualQuantized, gatedMlpResidualQuantized } = await import("../src/tensor/fused_quantized.js");
+  const { hasKernel } = await import("../src/devices/kernels.js");
+  const fused = hasKernel("linearGroupQuantized" as never, "cpu") && hasKernel("linearAddQuantized" as never, "cpu");
+  if (!fused) t.diagnostic("cpu registers no linearGroupQuantized/linearAddQuantized here: only the plain fallback of the quantized fused ops is exercised");
+  const [K, I, N] = [64, 96, 64];
+  for (const bits of [8, 4] as const) {
+    const qw = (n: number, k: number, seed: number) => ({ ...torch.quantizeBlocks(rand([n, k], seed), bits), bits });
+    const gate = qw(I, K, 1), up = qw(I, K, 2), down = qw(N, I, 3), o = qw(N, K, 4);
+    const g = rand([K], 5), bias = rand([N], 6);
+    const lin = (x: torch.Tensor, w: typeof gate, b: torch.Tensor | null = null) => torch.linearQuantized(x, w.q, w.scales, bits, b);
+    for (const [lead, seed] of [[[1, 1], 10], [[1, 5], 11], [[2, 1], 12]] as const) {
+      const x = rand([...lead, K], seed), r = rand([...lead, N], seed + 1);
+      const n = torch.rmsNorm(x, g, 1e-6);
+      const norm = { weight: g, eps: 1e-6, offset: 0 };
+      let got: torch.Tensor[] = [];
+      const opsQkv = kernelsOf(() => (got = normLinearsQuantized(x, norm, [gate, up])));
+      for (const [i, w] of [gate, up].entries()) await close(got[i], lin(n, w), 1e-5, `${bits}-bit [${lead}]: normLinearsQuantized ${i}`);
+      let y: torch.Tensor | null = null;
+      const opsO = kernelsOf(() => (y = linearResidualQuantized(x, o, bias, r)));
+      await close(y!, torch.add(r, lin(x, o, bias)), 1e-5, `${bits}-bit [${lead}]: linearResidualQuantized`);
+      const opsMlp = kernelsOf(() => (y = gatedMlpResidualQuantized(x, norm, gate, up, down, null, r)));
+      await close(y!, torch.add(r, lin(torch.mul(torch.silu(lin(n, gate)), lin(n, up)), down)), 1e-5, `${bits}-bit [${lead}]: gatedMlpResidualQuantized`);
+      assert.deepEqual([opsQkv, opsO, opsMlp], fused
+        ? [["linearGroupQuantized"], ["linearAddQuantized"], ["linearGroupQuantized", "linearAddQuantized"]]
+        : [["rmsNorm", "linearQuantizedGroup"], ["linearQuantized", "binary"], ["rmsNorm", "linearQuantizedGroup", "fusedElementwise", "linearQuantized", "binary"]]);
+    }
+  }
+});

@@ -10,7 +10,8 @@ import { add, applyRotary, scaledDotProductAttention } from "../tensor/ops.js";
 import { tidy } from "../tensor/scope.js";
 import type { Tensor } from "../tensor/tensor.js";
 import type { AttentionKVCache } from "./kv_cache.js";
-import { isPlainFloat, Linear, RMSNorm } from "./layers.js";
+import { linearResidualQuantized, normLinearsQuantized } from "../tensor/fused_quantized.js";
+import { isPlainFloat, isPlainQuantized, Linear, RMSNorm } from "./layers.js";
 import { Module, type Parameter } from "./module.js";
 import { forwardLinears } from "./quantized.js";
 
@@ -136,8 +137,11 @@ export class RotaryAttention extends Module {
   /** q, k, v of `norm.forward(x)` (x itself when norm is null). */
   private project(x: Tensor, norm: (Module & { forward(x: Tensor): Tensor }) | null): Tensor[] {
     const qkv = [this.q_proj, this.k_proj, this.v_proj];
-    if (norm instanceof RMSNorm && norm.forward === RMSNorm.prototype.forward && qkv.every((l) => isPlainFloat(l) && !l.bias)) {
-      return normLinears(x, { weight: norm.weight.value, eps: norm.eps, offset: norm.offset }, qkv.map((l) => l.weight.value));
+    if (norm instanceof RMSNorm && norm.forward === RMSNorm.prototype.forward && qkv.every((l) => !l.bias)) {
+      const n = { weight: norm.weight.value, eps: norm.eps, offset: norm.offset };
+      if (qkv.every(isPlainFloat)) return normLinears(x, n, qkv.map((l) => l.weight.value));
+      const qs = qkv.map((l) => l.quantized!);
+      if (qkv.every(isPlainQuantized) && qs.every((w) => w.bits === qs[0].bits)) return normLinearsQuantized(x, n, qs);
     }
     return forwardLinears(norm ? norm.forward(x) : x, qkv);
   }
@@ -161,7 +165,9 @@ export class RotaryAttention extends Module {
     const out = room ? attendToKeys(rotaryCacheWrite(q, k, v, cos, sin, room.keyBuffer, room.valueBuffer, room.at), room.keys, room.values, opts)
       : causalAttention(applyRotary(q, cos, sin), applyRotary(k, cos, sin), v, cache, opts);
     if (!residual) return this.o_proj.forward(out);
-    if (!isPlainFloat(this.o_proj)) return add(residual, this.o_proj.forward(out));
-    return linearResidual(out, this.o_proj.weight.value, this.o_proj.bias?.value ?? null, residual);
+    const o = this.o_proj, bias = o.bias?.value ?? null;
+    if (isPlainFloat(o)) return linearResidual(out, o.weight.value, bias, residual);
+    if (isPlainQuantized(o)) return linearResidualQuantized(out, o.quantized!, bias, residual);
+    return add(residual, o.forward(out));
   }
 }

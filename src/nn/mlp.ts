@@ -4,7 +4,8 @@ import { add, mul } from "../tensor/ops.js";
 import { tidy } from "../tensor/scope.js";
 import type { Tensor } from "../tensor/tensor.js";
 import { activation, type Activation } from "./activations.js";
-import { isPlainFloat, Linear, RMSNorm } from "./layers.js";
+import { gatedMlpResidualQuantized } from "../tensor/fused_quantized.js";
+import { isPlainFloat, isPlainQuantized, Linear, RMSNorm } from "./layers.js";
 import { useKernelForwardFromHub } from "./kernel_hub.js";
 import { Module } from "./module.js";
 import { forwardLinears } from "./quantized.js";
@@ -41,18 +42,24 @@ export class GatedMLP extends Module {
 
   /**
    * residual + forward(norm.forward(x)) (the MLP half of a pre-norm decoder layer). With float
-   * weights, no gate/up bias, SiLU, and none of the modules' forwards replaced (kernelize, a Hub or
-   * quantized weight), the whole block is one fused op (tensor/fused.ts gatedMlpResidual: the norm,
-   * gate/up, SiLU(gate) * up, down and the residual add in one kernel call where the device has it).
+   * weights, no gate/up bias, SiLU, and none of the modules' forwards replaced (kernelize, a Hub
+   * weight), the whole block is one fused op (tensor/fused.ts gatedMlpResidual: the norm, gate/up,
+   * SiLU(gate) * up, down and the residual add in one or two kernel calls where the device has them);
+   * with block-quantized weights (gate/up of one bit width) tensor/fused_quantized.ts's form.
    */
   forwardResidual(x: Tensor, norm: Module & { forward(x: Tensor): Tensor }, residual: Tensor): Tensor {
     return tidy(() => {
       const linears = [this.gate_proj, this.up_proj, this.down_proj];
       const plain = this.forward === GatedMLP.prototype.forward && this.siluAndMul?.forward === SiluAndMul.prototype.forward && !this.gate_proj.bias && !this.up_proj.bias
-        && linears.every(isPlainFloat) && norm instanceof RMSNorm && norm.forward === RMSNorm.prototype.forward;
+        && norm instanceof RMSNorm && norm.forward === RMSNorm.prototype.forward;
       if (!plain) return add(residual, this.forward(norm.forward(x)));
-      return gatedMlpResidual(x, { weight: norm.weight.value, eps: norm.eps, offset: norm.offset },
-        this.gate_proj.weight.value, this.up_proj.weight.value, this.down_proj.weight.value, this.down_proj.bias?.value ?? null, residual);
+      const n = { weight: norm.weight.value, eps: norm.eps, offset: norm.offset }, bias = this.down_proj.bias?.value ?? null;
+      if (linears.every(isPlainFloat)) {
+        return gatedMlpResidual(x, n, this.gate_proj.weight.value, this.up_proj.weight.value, this.down_proj.weight.value, bias, residual);
+      }
+      const [g, u, d] = linears.map((l) => l.quantized);
+      if (linears.every(isPlainQuantized) && g!.bits === u!.bits) return gatedMlpResidualQuantized(x, n, g!, u!, d!, bias, residual);
+      return add(residual, this.forward(norm.forward(x)));
     });
   }
 }

@@ -18,7 +18,7 @@ import { Tensor } from "./tensor.js";
 import { traceObserver } from "./trace.js";
 
 /** The chain silu(input 0) * input 1 (fusedElementwise's steps; the epilogue of a gated MLP). */
-const SILU_MUL: readonly FusedStep[] = [
+export const SILU_MUL: readonly FusedStep[] = [
   { op: "silu", args: [{ input: 0 }] },
   { op: "mul", args: [{ step: 0 }, { input: 1 }] },
 ];
