@@ -99,8 +99,8 @@ test("deepseek_v3 (tiny): the KV cache holds the compressed latent (kv_lora_rank
   for (const layer of cache.layers) {
     // LayerKVCache's buffers are private; their shapes are what this test is about.
     const { keys, values } = layer as unknown as { keys: Tensor; values: Tensor };
-    assert.deepEqual(keys.shape, [1, 1, 16, config.kv_lora_rank]);
-    assert.deepEqual(values.shape, [1, 1, 16, config.qk_rope_head_dim]);
+    assert.deepEqual(keys.shape, [1, 16, 1, config.kv_lora_rank]); // [B, capacity, H, D]
+    assert.deepEqual(values.shape, [1, 16, 1, config.qk_rope_head_dim]);
     assert.equal(layer.seqLength, L);
   }
 });

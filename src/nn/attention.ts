@@ -5,11 +5,13 @@
  * of heads back to [B, L, Hq*Dv]; and RotaryAttention, the q/k/v/o-projection attention module of
  * Llama and the families derived from it.
  */
-import { applyRotary, scaledDotProductAttention } from "../tensor/ops.js";
+import { linearResidual, normLinears, rotaryCacheWrite } from "../tensor/fused.js";
+import { add, applyRotary, scaledDotProductAttention } from "../tensor/ops.js";
 import { tidy } from "../tensor/scope.js";
 import type { Tensor } from "../tensor/tensor.js";
 import type { AttentionKVCache } from "./kv_cache.js";
-import { Linear, RMSNorm } from "./layers.js";
+import { linearResidualQuantized, normLinearsQuantized } from "../tensor/fused_quantized.js";
+import { isPlainFloat, isPlainQuantized, Linear, RMSNorm } from "./layers.js";
 import { Module, type Parameter } from "./module.js";
 import { forwardLinears } from "./quantized.js";
 
@@ -118,13 +120,37 @@ export class RotaryAttention extends Module {
 
   /** cos/sin [B, L, R] rotary tables; mask: additive padding mask or null; cache: this layer's KV cache. */
   forward(x: Tensor, cos: Tensor, sin: Tensor, mask: Tensor | null, cache: AttentionKVCache | null): Tensor {
-    return tidy(() => this.attend(x, cos, sin, mask, cache));
+    return tidy(() => this.attend(x, null, cos, sin, mask, cache, null));
   }
 
-  private attend(x: Tensor, cos: Tensor, sin: Tensor, mask: Tensor | null, cache: AttentionKVCache | null): Tensor {
+  /**
+   * residual + forward(norm.forward(x), ...) (the attention half of a pre-norm decoder layer). With
+   * plain float projections (no bias, no quantized or Hub weight) and a plain RMSNorm, the norm and
+   * q/k/v are one kernel call (tensor/fused.ts normLinears), and with a plain float o_proj the output
+   * projection and the residual add are one (linearResidual), where the device has those kernels.
+   */
+  forwardResidual(x: Tensor, norm: Module & { forward(x: Tensor): Tensor }, cos: Tensor, sin: Tensor, mask: Tensor | null,
+                  cache: AttentionKVCache | null, residual: Tensor): Tensor {
+    return tidy(() => this.attend(x, norm, cos, sin, mask, cache, residual));
+  }
+
+  /** q, k, v of `norm.forward(x)` (x itself when norm is null). */
+  private project(x: Tensor, norm: (Module & { forward(x: Tensor): Tensor }) | null): Tensor[] {
+    const qkv = [this.q_proj, this.k_proj, this.v_proj];
+    if (norm instanceof RMSNorm && norm.forward === RMSNorm.prototype.forward && qkv.every((l) => !l.bias)) {
+      const n = { weight: norm.weight.value, eps: norm.eps, offset: norm.offset };
+      if (qkv.every(isPlainFloat)) return normLinears(x, n, qkv.map((l) => l.weight.value));
+      const qs = qkv.map((l) => l.quantized!);
+      if (qkv.every(isPlainQuantized) && qs.every((w) => w.bits === qs[0].bits)) return normLinearsQuantized(x, n, qs);
+    }
+    return forwardLinears(norm ? norm.forward(x) : x, qkv);
+  }
+
+  private attend(x: Tensor, norm: (Module & { forward(x: Tensor): Tensor }) | null, cos: Tensor, sin: Tensor, mask: Tensor | null,
+                 cache: AttentionKVCache | null, residual: Tensor | null): Tensor {
     const [B, L] = x.shape;
     const { numHeads: nq, numKvHeads: nkv, headDim: d } = this.o;
-    const [qp, kp, vp] = forwardLinears(x, [this.q_proj, this.k_proj, this.v_proj]);
+    const [qp, kp, vp] = this.project(x, norm);
     let q = qp.view(B, L, nq, d);
     let k = kp.view(B, L, nkv, d);
     if (this.q_norm && this.k_norm) {
@@ -133,7 +159,15 @@ export class RotaryAttention extends Module {
     }
     const v = vp.view(B, L, nkv, d);
     const { scale = d ** -0.5, softcap, window } = this.o;
-    const out = causalAttention(applyRotary(q, cos, sin), applyRotary(k, cos, sin), v, cache, { scale, mask, window, softcap, sinks: this.sinks?.value });
-    return this.o_proj.forward(out);
+    const opts = { scale, mask, window, softcap, sinks: this.sinks?.value };
+    // A cache that lets the caller write (LayerKVCache.reserve): rotary and the KV write in one fused op.
+    const room = cache && !attendsItself(cache) ? cache.reserve?.(k, v, window) ?? null : null;
+    const out = room ? attendToKeys(rotaryCacheWrite(q, k, v, cos, sin, room.keyBuffer, room.valueBuffer, room.at), room.keys, room.values, opts)
+      : causalAttention(applyRotary(q, cos, sin), applyRotary(k, cos, sin), v, cache, opts);
+    if (!residual) return this.o_proj.forward(out);
+    const o = this.o_proj, bias = o.bias?.value ?? null;
+    if (isPlainFloat(o)) return linearResidual(out, o.weight.value, bias, residual);
+    if (isPlainQuantized(o)) return linearResidualQuantized(out, o.quantized!, bias, residual);
+    return add(residual, o.forward(out));
   }
 }

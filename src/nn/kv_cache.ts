@@ -12,4 +12,20 @@ export interface AttentionKVCache {
    * ones. With `window` > 0 (a sliding-window layer) only the last positions a query can see.
    */
   update(k: Tensor, v: Tensor, window?: number): { keys: Tensor; values: Tensor };
+  /**
+   * Optional: update() without the copies, for a caller that writes k and v itself (a fused rotary
+   * + KV-write kernel): room for k's L positions is made and they count as seen; the caller must
+   * write k/v into positions [at, at + L) of keyBuffer/valueBuffer before reading keys/values. Null
+   * (nothing changed) when the chunk cannot be written in place; then call update().
+   */
+  reserve?(k: Tensor, v: Tensor, window?: number): KVReservation | null;
+}
+
+/** What AttentionKVCache.reserve returns: the cache buffers [B, capacity, Hkv, D|Dv] (contiguous), where to write, and update()'s result. */
+export interface KVReservation {
+  keyBuffer: Tensor;
+  valueBuffer: Tensor;
+  at: number;
+  keys: Tensor;
+  values: Tensor;
 }

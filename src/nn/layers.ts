@@ -60,6 +60,16 @@ export class Linear extends Module {
   }
 }
 
+/** A Linear computing with its own float weight (no quantized or Hub weight, forward not replaced). */
+export function isPlainFloat(l: Linear): boolean {
+  return !l.quantized && !l.hub && l.forward === Linear.prototype.forward;
+}
+
+/** A Linear computing with its block-quantized weight (nn/quantized.ts; no Hub weight, forward not replaced). */
+export function isPlainQuantized(l: Linear): boolean {
+  return !!l.quantized && !l.hub && l.forward === Linear.prototype.forward;
+}
+
 /** Lookup table [num, dim] (torch.nn.Embedding); forward(ids) -> float32 [...ids, dim]. */
 export class Embedding extends Module {
   readonly weight: Parameter;

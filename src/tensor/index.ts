@@ -6,3 +6,4 @@ export * from "./creation.js";
 export * from "./ops.js";
 export * from "./spatial.js";
 export { tidy, keep } from "./scope.js";
+export { siluMul, gatedMlpResidual, linearResidual, normLinears, rotaryCacheWrite, type RmsNormParams } from "./fused.js";

@@ -1,7 +1,8 @@
 /**
  * KV caches (transformers' cache_utils.py). Each attention layer stores keys and values in a
- * preallocated buffer [B, Hkv, capacity, D] and attends to the filled prefix as a strided view, so
- * a decode step writes one position and copies nothing else.
+ * preallocated buffer [B, capacity, Hkv, D] (position-major, as the model computes them, so a
+ * decode step's write of one position is one contiguous run per sequence) and attends to the filled
+ * prefix as a strided [B, Hkv, Lk, D] view; a decode step copies nothing else.
  * - "dynamic" (DynamicCache): the first buffer holds the prompt plus up to 1024 positions (no more than
  *   maxCacheLen, which generate knows: prompt + maxNewTokens), and capacity doubles when outgrown.
  * - "static" (StaticCache): capacity is fixed at construction (maxCacheLen); shapes never change.
@@ -13,7 +14,7 @@ import { cat, copyInto, empty } from "../tensor/ops.js";
 import { keep } from "../tensor/scope.js";
 import type { Tensor } from "../tensor/tensor.js";
 import type { DType } from "../tensor/dtype.js";
-import type { AttentionKVCache } from "../nn/kv_cache.js";
+import type { AttentionKVCache, KVReservation } from "../nn/kv_cache.js";
 import type { CausalAttentionOptions, SelfAttendingCache } from "../nn/attention.js";
 import { LinearAttentionState } from "./cache_linear_attention.js";
 
@@ -44,7 +45,7 @@ export class LayerKVCache implements AttentionKVCache {
   /** Positions kept for later steps (at most window - 1 for a sliding-window layer). */
   get storedLength(): number { return this.end - this.start; }
   /** Positions the buffer has room for. */
-  get capacity(): number { return this.keys?.shape[2] ?? 0; }
+  get capacity(): number { return this.keys?.shape[1] ?? 0; }
 
   /**
    * Append k [B, L, Hkv, D] and v [B, L, Hkv, Dv] (heads not transposed) and return the keys/values
@@ -53,10 +54,33 @@ export class LayerKVCache implements AttentionKVCache {
    * min(seqLength, window - 1 + L)). Throws when a static cache would overflow.
    */
   update(k: Tensor, v: Tensor, window = 0): { keys: Tensor; values: Tensor } {
+    const r = this.makeRoom(k, v, window);
+    if (!r) {
+      this.seen += k.shape[1];
+      return this.passThrough(k, v, window - 1);
+    }
+    copyInto(k, r.keyBuffer.narrow(1, r.at, k.shape[1]));
+    copyInto(v, r.valueBuffer.narrow(1, r.at, v.shape[1]));
+    return r;
+  }
+
+  /**
+   * update() without the copies: make room for the L positions of k [B, L, Hkv, D] / v [B, L, Hkv, Dv]
+   * (only their shapes are read), count them as seen, and return the buffers [B, capacity, Hkv, D]
+   * / [B, capacity, Hkv, Dv], the position `at` where the caller must write them (positions
+   * [at, at + L) of every sequence) and update()'s keys/values views, which read them. Returns null,
+   * changing nothing, for a chunk longer than a sliding window's buffer (update() joins it instead).
+   * Throws when a static cache would overflow.
+   */
+  reserve(k: Tensor, v: Tensor, window = 0): KVReservation | null {
+    return this.makeRoom(k, v, window);
+  }
+
+  private makeRoom(k: Tensor, v: Tensor, window: number): KVReservation | null {
     const L = k.shape[1];
-    this.seen += L;
     const kept = this.end - this.start, need = kept + L;
-    if (window > 0 && need > 2 * window) return this.passThrough(k, v, window - 1);
+    if (window > 0 && need > 2 * window) return null;
+    this.seen += L;
     const capacity = this.capacity;
     if (this.end + L > capacity) {
       if (need <= capacity) this.moveToFront();
@@ -68,20 +92,19 @@ export class LayerKVCache implements AttentionKVCache {
         this.reallocate(k, v, window > 0 ? Math.max(need, Math.min(wanted, 2 * window)) : wanted);
       }
     }
-    copyInto(k.transpose(1, 2), this.keys!.narrow(2, this.end, L));
-    copyInto(v.transpose(1, 2), this.values!.narrow(2, this.end, L));
+    const at = this.end;
     this.end += L;
-    const keys = this.keys!.narrow(2, this.start, need), values = this.values!.narrow(2, this.start, need);
+    const keys = this.keys!.narrow(1, this.start, need).transpose(1, 2), values = this.values!.narrow(1, this.start, need).transpose(1, 2);
     if (window > 0) this.start = Math.max(this.start, this.end - (window - 1));
-    return { keys, values };
+    return { keyBuffer: this.keys!, valueBuffer: this.values!, at, keys, values };
   }
 
   /** New buffers of `capacity` positions holding the cached ones at the front. */
   private reallocate(k: Tensor, v: Tensor, capacity: number): void {
     const [B, , H, D] = k.shape, kept = this.end - this.start;
     const grow = (old: Tensor | null, d: number) => {
-      const buf = keep(empty([B, H, capacity, d], this.dtype, k.device));
-      if (old && kept > 0) copyInto(old.narrow(2, this.start, kept), buf.narrow(2, 0, kept));
+      const buf = keep(empty([B, capacity, H, d], this.dtype, k.device));
+      if (old && kept > 0) copyInto(old.narrow(1, this.start, kept), buf.narrow(1, 0, kept));
       return buf;
     };
     this.keys = grow(this.keys, D);
@@ -94,8 +117,8 @@ export class LayerKVCache implements AttentionKVCache {
   private moveToFront(): void {
     const kept = this.end - this.start;
     for (const buf of [this.keys!, this.values!]) {
-      const src = buf.narrow(2, this.start, kept);
-      copyInto(this.start < kept ? src.contiguous() : src, buf.narrow(2, 0, kept));
+      const src = buf.narrow(1, this.start, kept);
+      copyInto(this.start < kept ? src.contiguous() : src, buf.narrow(1, 0, kept));
     }
     this.start = 0;
     this.end = kept;
@@ -108,17 +131,17 @@ export class LayerKVCache implements AttentionKVCache {
   private passThrough(k: Tensor, v: Tensor, keep: number): { keys: Tensor; values: Tensor } {
     const kept = this.end - this.start;
     const join = (buf: Tensor | null, x: Tensor) => {
-      const fresh = x.transpose(1, 2).to(x.device, this.dtype); // rounded as if it had been cached
-      return kept > 0 ? cat([buf!.narrow(2, this.start, kept), fresh], 2) : fresh;
+      const fresh = x.to(x.device, this.dtype); // rounded as if it had been cached
+      return kept > 0 ? cat([buf!.narrow(1, this.start, kept), fresh], 1) : fresh;
     };
     const keys = join(this.keys, k), values = join(this.values, v);
-    const all = keys.shape[2];
+    const all = keys.shape[1];
     if (this.capacity < keep) this.reallocate(k, v, 2 * (keep + 1));
-    copyInto(keys.narrow(2, all - keep, keep), this.keys!.narrow(2, 0, keep));
-    copyInto(values.narrow(2, all - keep, keep), this.values!.narrow(2, 0, keep));
+    copyInto(keys.narrow(1, all - keep, keep), this.keys!.narrow(1, 0, keep));
+    copyInto(values.narrow(1, all - keep, keep), this.values!.narrow(1, 0, keep));
     this.start = 0;
     this.end = keep;
-    return { keys, values };
+    return { keys: keys.transpose(1, 2), values: values.transpose(1, 2) };
   }
 }
 
@@ -134,6 +157,10 @@ export class SelfAttendingLayer extends LayerKVCache implements SelfAttendingCac
   }
 
   override update(): never {
+    throw new Error(this.refusal);
+  }
+
+  override reserve(): never {
     throw new Error(this.refusal);
   }
 

@@ -12,6 +12,7 @@ import { Linear } from "../nn/layers.js";
 import { Module, ModuleList } from "../nn/module.js";
 import { ropeCosSin, type RopeTables } from "../nn/rotary.js";
 import { RotaryAttention } from "../nn/attention.js";
+import { GatedMLP } from "../nn/mlp.js";
 import { add, embedding } from "../tensor/ops.js";
 import { keep, tidy } from "../tensor/scope.js";
 import type { Tensor } from "../tensor/tensor.js";
@@ -48,9 +49,14 @@ export class PreNormDecoderLayer extends Module implements DecoderLayer {
     this.post_attention_layernorm = this.module("post_attention_layernorm", postAttentionNorm);
   }
 
+  /** A RotaryAttention / GatedMLP (not a subclass, forward not replaced) adds the residual itself, through fused ops (nn forwardResidual). */
   forward(x: Tensor, cos: Tensor, sin: Tensor, mask: Tensor | null, cache: LayerKVCache | null): Tensor {
-    const h = add(x, this.self_attn.forward(this.input_layernorm.forward(x), cos, sin, mask, cache));
-    return add(h, this.ffn.forward(this.post_attention_layernorm.forward(h)));
+    const attn: Module = this.self_attn, ffn: Module = this.ffn;
+    const h = attn instanceof RotaryAttention && attn.constructor === RotaryAttention && attn.forward === RotaryAttention.prototype.forward
+      ? attn.forwardResidual(x, this.input_layernorm, cos, sin, mask, cache, x)
+      : add(x, this.self_attn.forward(this.input_layernorm.forward(x), cos, sin, mask, cache));
+    return ffn instanceof GatedMLP && ffn.constructor === GatedMLP ? ffn.forwardResidual(h, this.post_attention_layernorm, h)
+      : add(h, this.ffn.forward(this.post_attention_layernorm.forward(h)));
   }
 }
 

@@ -1,0 +1,235 @@
+/**
+ * The fused ops nn modules call in eager mode (tensor/fused.ts) against the plain ops they stand
+ * for: siluMul equal to mul(silu(g), u); gatedMlpResidual (one linearGroupLinearAdd on cpu) and
+ * linearResidual (one linearAdd) within 1e-5 of the plain ops (linearAdd may take the residual as
+ * the GEMM's bias, so the last bits of a sum may differ), normLinears (one linearGroup) equal to
+ * rmsNorm then linears, for one row (decode), prefill rows and a
+ * batch, float32 and bfloat16 weights, and their fallbacks (other dtypes, broadcasting, inside a
+ * trace); rotaryCacheWrite (one rotaryKVWrite) equal to applyRotary and copies into the cache buffer.
+ * Then a decoder LM (stories260K) whose layers take the fused paths against the same model with them
+ * switched off.
+ */
+import assert from "node:assert/strict";
+import { test } from "node:test";
+import { hasKernel, setKernelObserver } from "../src/devices/kernels.js";
+import * as torch from "../src/index.js";
+import { KVCache } from "../src/transformers/cache_utils.js";
+import { AutoModelForCausalLM } from "../src/transformers/index.js";
+import { graphLog } from "./helpers/graph_log.js";
+import { lcgValues } from "./helpers/lcg.js";
+import { maxAbsDiff, missing, STORIES } from "./helpers/shared.js";
+
+/** Deterministic pseudo-random float32 tensor with values in [-1, 1). */
+function rand(shape: number[], seed: number): torch.Tensor {
+  return torch.tensor(lcgValues(shape.reduce((a, b) => a * b, 1), seed), { shape });
+}
+
+/** The fused kernels the eager decoder layer may call. */
+const FUSED = new Set(["linearGroup", "linearAdd", "rotaryKVWrite", "linearGroupQuantized", "linearAddQuantized"]);
+
+/** The kernels `f` calls, by op name, in order. */
+function kernelsOf(f: () => unknown): string[] {
+  const ops: string[] = [];
+  const prev = setKernelObserver((op, _device, fn, args) => (ops.push(op), fn(...args)));
+  try { f(); } finally { setKernelObserver(prev); }
+  return ops;
+}
+
+async function close(a: torch.Tensor, b: torch.Tensor, tol: number, what: string): Promise<void> {
+  assert.deepEqual(a.shape, b.shape, `${what}: shape`);
+  assert.equal(a.dtype, b.dtype, `${what}: dtype`);
+  const d = maxAbsDiff(Array.from(await a.data(), Number), Array.from(await b.data(), Number));
+  assert.ok(d <= tol, `${what}: max |fused - plain| = ${d} > ${tol}`);
+}
+
+test("siluMul equals mul(silu(gate), up) exactly, and falls back for half inputs and broadcasting", async () => {
+  for (const shape of [[1, 1, 3072], [3, 5, 64], [0, 4]]) {
+    const g = rand(shape, 1).mul(4), u = rand(shape, 2);
+    await close(torch.siluMul(g, u), torch.mul(torch.silu(g), u), 0, `float32 [${shape}]`);
+  }
+  assert.deepEqual(kernelsOf(() => torch.siluMul(rand([4], 1), rand([4], 2))), ["fusedElementwise"], "one pass on cpu");
+  const g = rand([2, 8], 3), u = rand([8], 4);
+  await close(torch.siluMul(g, u), torch.mul(torch.silu(g), u), 0, "broadcast up");
+  const gh = g.to("bfloat16"), uh = rand([2, 8], 5).to("bfloat16");
+  await close(torch.siluMul(gh, uh), torch.mul(torch.silu(gh), uh), 0, "bfloat16 (plain ops, bfloat16 out)");
+  // A strided (transposed) gate reads through its strides.
+  const gt = rand([8, 2], 6).transpose(0, 1), ut = rand([2, 8], 7);
+  await close(torch.siluMul(gt, ut), torch.mul(torch.silu(gt), ut), 0, "strided gate");
+});
+
+for (const dtype of ["float32", "bfloat16"] as const) {
+  test(`gatedMlpResidual (${dtype} weights) is within 1e-5 of rmsNorm, linears, SiLU * up, down and the residual add`, async () => {
+    const [K, I, N] = [64, 96, 64];
+    const gate = rand([I, K], 10).to(dtype), up = rand([I, K], 11).to(dtype), down = rand([N, I], 12).div(4).to(dtype);
+    const normW = rand([K], 13).to(dtype), bias = rand([N], 14).to(dtype);
+    const plain = (x: torch.Tensor, r: torch.Tensor, offset: number, b: torch.Tensor | null, norm = true) => {
+      const n = norm ? torch.rmsNorm(x, normW, 1e-6, offset) : x;
+      return torch.add(r, torch.linear(torch.mul(torch.silu(torch.linear(n, gate)), torch.linear(n, up)), down, b));
+    };
+    for (const [lead, seed] of [[[1, 1], 1], [[1, 7], 2], [[3, 1], 3], [[2, 5], 4]] as const) {
+      const x = rand([...lead, K], seed), r = rand([...lead, N], seed + 20);
+      for (const offset of [0, 1]) {
+        const fused = torch.gatedMlpResidual(x, { weight: normW, eps: 1e-6, offset }, gate, up, down, null, r);
+        await close(fused, plain(x, r, offset, null), 1e-5, `[${lead}] rows, offset ${offset}`);
+      }
+      assert.deepEqual(kernelsOf(() => torch.gatedMlpResidual(x, null, gate, up, down, bias, r)), ["linearGroup", "linearAdd"], "two calls on cpu");
+      await close(torch.gatedMlpResidual(x, null, gate, up, down, bias, r), plain(x, r, 0, bias, false), 1e-5, `[${lead}] rows, no norm, down bias`);
+    }
+    // Fallbacks: a bfloat16 activation (plain ops, which compute in float32 as well).
+    const xh = rand([1, 1, K], 30).to("bfloat16"), r = rand([1, 1, N], 31);
+    await close(torch.gatedMlpResidual(xh, { weight: normW, eps: 1e-6, offset: 0 }, gate, up, down, null, r), plain(xh, r, 0, null), 1e-5, "bfloat16 input");
+  });
+
+  test(`linearResidual (${dtype} weight) is within 1e-5 of add(residual, linear(x, w, bias))`, async () => {
+    const w = rand([48, 80], 40).to(dtype), b = rand([48], 41).to(dtype);
+    for (const [lead, seed] of [[[1, 1], 1], [[1, 9], 2], [[4, 1], 3]] as const) {
+      const x = rand([...lead, 80], seed), r = rand([...lead, 48], seed + 10);
+      await close(torch.linearResidual(x, w, b, r), torch.add(r, torch.linear(x, w, b)), 1e-5, `[${lead}] rows, bias`);
+      await close(torch.linearResidual(x, w, null, r), torch.add(r, torch.linear(x, w)), 1e-5, `[${lead}] rows`);
+      assert.deepEqual(kernelsOf(() => torch.linearResidual(x, w, b, r)), ["linearAdd"], "one call on cpu");
+    }
+  });
+}
+
+for (const dtype of ["float32", "bfloat16"] as const) {
+  test(`normLinears (${dtype} weights) equals linear(rmsNorm(x), w) for each weight`, async () => {
+    const ws = [rand([64, 48], 50), rand([32, 48], 51), rand([32, 48], 52)].map((w) => w.to(dtype));
+    const g = rand([48], 53).to(dtype);
+    for (const [lead, seed] of [[[1, 1], 1], [[1, 6], 2], [[3, 1], 3]] as const) {
+      const x = rand([...lead, 48], seed);
+      for (const count of [1, 3]) {
+        const got = torch.normLinears(x, { weight: g, eps: 1e-6, offset: 1 }, ws.slice(0, count));
+        const n = torch.rmsNorm(x, g, 1e-6, 1);
+        for (let i = 0; i < count; i++) await close(got[i], torch.linear(n, ws[i]), 0, `[${lead}] rows, weight ${i} of ${count}`);
+      }
+      const bare = torch.normLinears(x, null, ws.slice(0, 2));
+      for (let i = 0; i < 2; i++) await close(bare[i], torch.linear(x, ws[i]), 0, `[${lead}] rows, no norm, weight ${i}`);
+    }
+    assert.deepEqual(kernelsOf(() => torch.normLinears(rand([1, 48], 9), { weight: g, eps: 1e-6, offset: 0 }, ws)), ["linearGroup"], "one call on cpu");
+    const four = [...ws, ws[0]];
+    assert.deepEqual(kernelsOf(() => torch.normLinears(rand([1, 48], 9), null, four)), ["linear", "linear", "linear", "linear"], "more than 3 weights: plain linears");
+  });
+}
+
+for (const dtype of ["float32", "bfloat16"] as const) {
+  test(`rotaryCacheWrite (${dtype} cache) equals applyRotary(q), and applyRotary(k) and v copied into the cache buffers`, async () => {
+    for (const [B, L, at, seed] of [[1, 1, 5, 1], [2, 3, 0, 2], [1, 4, 6, 3]] as const) {
+      const [Hq, Hkv, D, R, cap] = [4, 2, 8, 6, 10];
+      const q = rand([B, L, Hq, D], seed), k = rand([B, L, Hkv, D], seed + 1), v = rand([B, L, Hkv, D], seed + 2);
+      const cos = rand([B, L, R], seed + 3), sin = rand([B, L, R], seed + 4);
+      const bufs = () => [rand([B, cap, Hkv, D], 60).to(dtype), rand([B, cap, Hkv, D], 61).to(dtype)];
+      const [kb, vb] = bufs(), [kw, vw] = bufs();
+      let got: torch.Tensor | null = null;
+      const ops = kernelsOf(() => (got = torch.rotaryCacheWrite(q, k, v, cos, sin, kb, vb, at)));
+      assert.deepEqual(ops, ["rotaryKVWrite"], "one call on cpu");
+      torch.copyInto(torch.applyRotary(k, cos, sin), kw.narrow(1, at, L));
+      torch.copyInto(v, vw.narrow(1, at, L));
+      await close(got!, torch.applyRotary(q, cos, sin), 0, `B ${B}, L ${L}: q`);
+      await close(kb, kw, 0, `B ${B}, L ${L}: key buffer (other positions untouched)`);
+      await close(vb, vw, 0, `B ${B}, L ${L}: value buffer`);
+    }
+    // Fallback: a non-contiguous buffer takes the plain ops.
+    const big = rand([1, 6, 2, 16], 70).to(dtype);
+    const kb = big.narrow(3, 0, 8), vb = rand([1, 6, 2, 8], 71).to(dtype);
+    const ops = kernelsOf(() => torch.rotaryCacheWrite(rand([1, 1, 2, 8], 1), rand([1, 1, 2, 8], 2), rand([1, 1, 2, 8], 3), rand([1, 1, 8], 4), rand([1, 1, 8], 5), kb, vb, 2));
+    assert.deepEqual(ops, ["rotary", "rotary", "copy", "copy"], "strided buffer: plain ops");
+  });
+}
+
+test("inside a trace the fused ops record the plain ops (compile's passes choose the fusions)", () => {
+  torch.compiler.reset();
+  const [K, I] = [32, 64];
+  const gate = rand([I, K], 1), up = rand([I, K], 2), down = rand([K, I], 3), w = rand([K, K], 4), g = rand([K], 5);
+  const fused = torch.compile(function block(x: torch.Tensor, r: torch.Tensor) {
+    const h = torch.linearResidual(x, w, null, r);
+    return torch.gatedMlpResidual(h, { weight: g, eps: 1e-6, offset: 0 }, gate, up, down, null, h);
+  });
+  const plain = torch.compile(function block(x: torch.Tensor, r: torch.Tensor) {
+    const h = torch.add(r, torch.linear(x, w));
+    const n = torch.rmsNorm(h, g, 1e-6);
+    return torch.add(h, torch.linear(torch.mul(torch.silu(torch.linear(n, gate)), torch.linear(n, up)), down));
+  });
+  const log = (f: typeof fused) => graphLog(() => f(rand([1, 1, K], 6), rand([1, 1, K], 7)));
+  // Traced as the same 9 plain ops, which the passes fuse the same way.
+  const plainLog = log(plain);
+  assert.equal(log(fused), plainLog);
+  assert.match(plainLog, /block: \d kernel calls \(0 dead removed, [1-9] fused away\)/);
+});
+
+for (const dtype of ["float32", "bfloat16", "int8"] as const) {
+  test(`a decoder LM's eager forward with the fused residual paths equals it without them (stories260K, ${dtype}, prompt then decode steps)`, async (t) => {
+    const skip = missing(STORIES);
+    if (skip) return t.skip(skip);
+    const model = await AutoModelForCausalLM.fromPretrained(STORIES, { dtype });
+    const prompt = [1, 403, 407, 261, 378];
+    const kernels: number[] = [];
+    const run = async (fusedCache: boolean) => {
+      const cache = new KVCache(model.numLayers, "dynamic", prompt.length + 3, dtype === "int8" ? "float32" : dtype);
+      // Without reserve, attention rotates q and k and calls update() (the plain ops).
+      if (!fusedCache) for (const l of cache.layers) (l as { reserve?: unknown }).reserve = undefined;
+      const step = (ids: number[], past: number) => model.forward({
+        inputIds: model.idsTensor([ids]), positionIds: [ids.map((_, i) => past + i)], attentionMask: null, cache,
+      });
+      const out = [Array.from(await step(prompt, 0).data(), Number)];
+      for (const [i, id] of [12, 250, 3].entries()) {
+        let logits: torch.Tensor | null = null;
+        const ops = kernelsOf(() => (logits = step([id], prompt.length + i)));
+        kernels.push(ops.filter((op) => FUSED.has(op)).length);
+        out.push(Array.from(await logits!.data(), Number));
+      }
+      return out;
+    };
+    const fused = await run(true);
+    const layers = model.numLayers;
+    // int8: rotaryKVWrite, and where the quantized fused kernels are registered, one call for q/k/v and
+    // one for o_proj, and two for an MLP whose linears are all quantized (stories260K's down_proj, of
+    // input size 172, stays float).
+    const quantizedMlp = (l: { ffn: { down_proj: { quantized: unknown } } }) => !!l.ffn.down_proj.quantized;
+    const items = (model as unknown as { model: { layers: { items: { ffn: { down_proj: { quantized: unknown } } }[] } } }).model.layers.items;
+    const perStep = dtype !== "int8" ? 5 * layers : !hasKernel("linearGroupQuantized" as never, "cpu") ? layers
+      : items.reduce((n, l) => n + 3 + (quantizedMlp(l) ? 2 : 0), 0);
+    assert.deepEqual(kernels.splice(0), [1, 2, 3].map(() => perStep), "a decode step: norm + q/k/v, rotary + KV write, o_proj + residual, the MLP in 2 calls per layer");
+    // Replacing forwards on the instances turns the fused paths off (they only run for unmodified modules).
+    for (const layer of (model as unknown as { model: { layers: { items: object[] } } }).model.layers.items) {
+      const l = layer as unknown as { self_attn: { forward: Function }; ffn: { forward: Function } };
+      l.self_attn.forward = l.self_attn.forward.bind(l.self_attn);
+      l.ffn.forward = l.ffn.forward.bind(l.ffn);
+    }
+    const plain = await run(false);
+    assert.deepEqual(kernels, [0, 0, 0], "switched off");
+    for (let i = 0; i < plain.length; i++) {
+      const d = maxAbsDiff(fused[i], plain[i]);
+      assert.ok(d <= 1e-5, `step ${i}: max |fused - plain| logit = ${d}`);
+    }
+  });
+}
+
+test("the block-quantized fused ops equal the plain quantized ops (fused kernels where the device registers them)", async (t) => {
+  const { normLinearsQuantized, linearResidualQuantized, gatedMlpResidualQuantized } = await import("../src/tensor/fused_quantized.js");
+  const { hasKernel } = await import("../src/devices/kernels.js");
+  const fused = hasKernel("linearGroupQuantized" as never, "cpu") && hasKernel("linearAddQuantized" as never, "cpu");
+  if (!fused) t.diagnostic("cpu registers no linearGroupQuantized/linearAddQuantized here: only the plain fallback of the quantized fused ops is exercised");
+  const [K, I, N] = [64, 96, 64];
+  for (const bits of [8, 4] as const) {
+    const qw = (n: number, k: number, seed: number) => ({ ...torch.quantizeBlocks(rand([n, k], seed), bits), bits });
+    const gate = qw(I, K, 1), up = qw(I, K, 2), down = qw(N, I, 3), o = qw(N, K, 4);
+    const g = rand([K], 5), bias = rand([N], 6);
+    const lin = (x: torch.Tensor, w: typeof gate, b: torch.Tensor | null = null) => torch.linearQuantized(x, w.q, w.scales, bits, b);
+    for (const [lead, seed] of [[[1, 1], 10], [[1, 5], 11], [[2, 1], 12]] as const) {
+      const x = rand([...lead, K], seed), r = rand([...lead, N], seed + 1);
+      const n = torch.rmsNorm(x, g, 1e-6);
+      const norm = { weight: g, eps: 1e-6, offset: 0 };
+      let got: torch.Tensor[] = [];
+      const opsQkv = kernelsOf(() => (got = normLinearsQuantized(x, norm, [gate, up])));
+      for (const [i, w] of [gate, up].entries()) await close(got[i], lin(n, w), 1e-5, `${bits}-bit [${lead}]: normLinearsQuantized ${i}`);
+      let y: torch.Tensor | null = null;
+      const opsO = kernelsOf(() => (y = linearResidualQuantized(x, o, bias, r)));
+      await close(y!, torch.add(r, lin(x, o, bias)), 1e-5, `${bits}-bit [${lead}]: linearResidualQuantized`);
+      const opsMlp = kernelsOf(() => (y = gatedMlpResidualQuantized(x, norm, gate, up, down, null, r)));
+      await close(y!, torch.add(r, lin(torch.mul(torch.silu(lin(n, gate)), lin(n, up)), down)), 1e-5, `${bits}-bit [${lead}]: gatedMlpResidualQuantized`);
+      assert.deepEqual([opsQkv, opsO, opsMlp], fused
+        ? [["linearGroupQuantized"], ["linearAddQuantized"], ["linearGroupQuantized", "linearAddQuantized"]]
+        : [["rmsNorm", "linearQuantizedGroup"], ["linearQuantized", "binary"], ["rmsNorm", "linearQuantizedGroup", "fusedElementwise", "linearQuantized", "binary"]]);
+    }
+  }
+});
