@@ -11,7 +11,8 @@
 // results equal the unfused ops' exactly. More rows (prefill: the packed / bf16 GEMMs) run each
 // product with gemm_parallel and the chain over the whole products afterwards. Block-quantized
 // weights (FusedWeight) run the same way through linear_quantized's kernels (FusedProducts): the
-// input quantized once per call, tasks of its 24-row chunks, the results again the eager ones.
+// input quantized once per call, split as linear_quantized_group splits (parallel_ranges over its
+// 24-row chunks), the results again the eager ones.
 #include <algorithm>
 #include <vector>
 
@@ -141,13 +142,36 @@ void linear_group(const LinearGroupArgs& a) {
     }
     return;
   }
+  if (a.w[0].bits) {
+    // Block-quantized weights: as linear_quantized_group, one contiguous range of chunks per
+    // thread over all the products' chunks in one numbering (parallel_ranges); with an epilogue,
+    // over the column chunks the products share, the chain applied to each piece's columns.
+    const int64_t N0 = a.w[0].N, chunks0 = (N0 + panel - 1) / panel;
+    if (a.prog) {
+      parallel_ranges(chunks0, 2.0 * a.G * a.M * panel * a.K, [&](int64_t c0, int64_t c1) {
+        const int64_t n0 = std::min(N0, c0 * panel), n1 = std::min(N0, c1 * panel);
+        for (int g = 0; g < a.G; ++g) products.range(g, nullptr, outs[g], N0, n0, n1);
+        epilogue_columns(a, outs, n0, n1);
+      });
+      return;
+    }
+    int64_t first[4] = {0, 0, 0, 0};
+    for (int g = 0; g < a.G; ++g) first[g + 1] = first[g] + (a.w[g].N + panel - 1) / panel;
+    parallel_ranges(first[a.G], 2.0 * a.M * panel * a.K, [&](int64_t c0, int64_t c1) {
+      for (int g = 0; g < a.G; ++g) {
+        const int64_t lo = std::max(c0, first[g]), hi = std::min(c1, first[g + 1]);
+        if (lo >= hi) continue;
+        const int64_t N = a.w[g].N;
+        products.range(g, nullptr, outs[g], N, std::min(N, (lo - first[g]) * panel), std::min(N, (hi - first[g]) * panel));
+      }
+    });
+    return;
+  }
   if (a.prog) {
-    // Tasks are column ranges of N shared by all products; quantized weights cut as finely as
-    // linear_quantized_group cuts the unfused products (kTasksPerThread per thread and weight).
+    // Tasks are column ranges of N shared by all products.
     const int64_t N = a.w[0].N, panels = (N + panel - 1) / panel;
     const int64_t threads = split_count(2.0 * a.G * a.M * N * a.K, pool.size());
-    const int64_t per_thread = kTasksPerThread * (a.w[0].bits ? a.G : 1);
-    const int64_t tasks = std::max<int64_t>(1, std::min(panels, threads * per_thread));
+    const int64_t tasks = std::max<int64_t>(1, std::min(panels, threads * kTasksPerThread));
     pool.parallel_for(tasks, [&](int64_t t) {
       const int64_t n0 = std::min(N, panels * t / tasks * panel), n1 = std::min(N, panels * (t + 1) / tasks * panel);
       for (int g = 0; g < a.G; ++g) products.range(g, nullptr, outs[g], N, n0, n1);
