@@ -21,9 +21,8 @@
  * Also (bench/host.ts): the CPU model, the kernels' instruction sets and the memory read bandwidth
  * (median of 5 streaming reads of 1 GiB over the same threads), and for each of `--dtypes`
  * (default: the stored dtype; e.g. auto,int8,int4) the batch-1 decode, eager and compiled, as a
- * fraction of the bandwidth limit (bandwidth / Linear weight bytes read per token): batch-1 decode
- * figures are medians of 3 runs, and each run's fraction uses a bandwidth reading (1 GiB, median
- * of 3) taken right before it, since a shared host's bandwidth drifts within a minute. `--llamacpp DIR` (a folder with
+ * fraction of the bandwidth limit (bandwidth / Linear weight bytes read per token); batch-1 decode
+ * figures are medians of 3 runs. `--llamacpp DIR` (a folder with
  * node-llama-cpp installed) adds llama.cpp on the GGUFs in `--gguf-dir` (bench/llamacpp.ts; types
  * `--llamacpp-types`, default bf16,q8_0,q4_0), timed in a child process while this one waits.
  */
@@ -157,14 +156,11 @@ async function modelBench(dir: string, device: string, dtype = "auto") {
     prefillsLast.push(PROMPT / ((performance.now() - t0) / 1000));
   }
   // Batch-1 decode, eager then compiled (static cache, one graph per step; the first call
-  // compiles): each the median of 3 runs, each run next to its own bandwidth reading (the
-  // host's bandwidth drifts by tens of percent within a minute on a shared VM).
-  const weightBytes = weightBytesPerToken(model);
-  const b1Runs = await decodeAgainstBandwidth(() => decode(1), weightBytes);
+  // compiles): each the median of 3 runs.
+  const b1 = await medianDecode(() => decode(1));
   const b8 = await decode(8);
   await decode(1, true);
-  const c1Runs = await decodeAgainstBandwidth(() => decode(1, true), weightBytes);
-  const b1 = b1Runs.median, c1 = c1Runs.median;
+  const c1 = await medianDecode(() => decode(1, true));
   return {
     prefill_tokens_per_s: prefill,
     prefill_logits_to_keep_1_tokens_per_s: median(prefillsLast),
@@ -175,29 +171,17 @@ async function modelBench(dir: string, device: string, dtype = "auto") {
     load_peak_rss_bytes: loadPeakRss,
     peak_rss_bytes: process.resourceUsage().maxRSS * 1024,
     dtype: dtype === "auto" ? model.dtype : dtype,
-    weight_bytes_per_token: weightBytes,
-    decode_batch1_runs: b1Runs.runs,
-    decode_batch1_compiled_runs: c1Runs.runs,
-    decode_batch1_fraction_of_limit: b1Runs.fraction,
-    decode_batch1_compiled_fraction_of_limit: c1Runs.fraction,
+    weight_bytes_per_token: weightBytesPerToken(model),
+    decode_tokens_per_s_batch1_runs: b1.runs,
+    decode_tokens_per_s_batch1_compiled_runs: c1.runs,
   };
 }
 
-/** Bytes/s of a 1 GiB streaming read over the pool's threads, median of 3 (bench/host.ts). */
-const bandwidthNow = () => median(native().readBandwidth(2 ** 30, 3));
-
-/**
- * `runs` batch-1 decodes, each right after a bandwidth reading: the median tokens/s and the median
- * of the runs' fractions of their bandwidth limit (reading / weight bytes per token).
- */
-async function decodeAgainstBandwidth(run: () => Promise<{ rate: number; ttft: number }>, weightBytes: number, runs = 3) {
-  const out: { tokens_per_s: number; ttft_s: number; read_bandwidth_gb_per_s: number; fraction_of_limit: number }[] = [];
-  for (let r = 0; r < runs; r++) {
-    const bw = bandwidthNow();
-    const { rate, ttft } = await run();
-    out.push({ tokens_per_s: rate, ttft_s: ttft, read_bandwidth_gb_per_s: bw / 1e9, fraction_of_limit: rate / (bw / weightBytes) });
-  }
-  return { median: { rate: median(out.map((o) => o.tokens_per_s)), ttft: median(out.map((o) => o.ttft_s)) }, fraction: median(out.map((o) => o.fraction_of_limit)), runs: out };
+/** `runs` batch-1 decodes: the median tokens/s (and time to first token) and every run's tokens/s. */
+async function medianDecode(run: () => Promise<{ rate: number; ttft: number }>, runs = 3) {
+  const out: { rate: number; ttft: number }[] = [];
+  for (let r = 0; r < runs; r++) out.push(await run());
+  return { rate: median(out.map((o) => o.rate)), ttft: median(out.map((o) => o.ttft)), runs: out.map((o) => o.rate) };
 }
 
 if (values.pipeline) {
@@ -255,7 +239,11 @@ if (values.compile) {
     const byDtype: Record<string, Record<string, unknown>> = {};
     for (const d of dtypes) {
       const r = await modelBench(values.model, values.device!, d);
-      byDtype[d] = { ...r, bandwidth_limit_tokens_per_s: host.read_bandwidth_bytes_per_s / r.weight_bytes_per_token };
+      const limit = host.read_bandwidth_bytes_per_s / r.weight_bytes_per_token;
+      byDtype[d] = {
+        ...r, bandwidth_limit_tokens_per_s: limit, decode_batch1_fraction_of_limit: r.decode_tokens_per_s_batch1 / limit,
+        decode_batch1_compiled_fraction_of_limit: r.decode_tokens_per_s_batch1_compiled / limit,
+      };
     }
     report.tsorch = byDtype[dtypes[0]];
     if (dtypes.length > 1) report.tsorch_dtypes = byDtype;
