@@ -30,14 +30,7 @@ void linear_add(const float* x, const FusedWeight& w, const void* bias, int bias
     gemm_parallel(x, K, 1, K, B, b, out, N, N);
     return;
   } else {
-    std::vector<float> bias_f32;
-    const float* b = static_cast<const float*>(bias);
-    if (bias && bias_dtype != kF32) {
-      bias_f32.resize(N);
-      for (int64_t n = 0; n < N; ++n) bias_f32[n] = load_float(bias, bias_dtype, n);
-      b = bias_f32.data();
-    }
-    gemm_parallel(x, K, M, K, BMatrix{w.w, w.dtype, 1, K, true}, b, out, N, N);
+    linear(x, w.w, w.dtype, bias, bias_dtype, out, M, N, K);
   }
   parallel_rows(M, double(N), [&](int64_t m) {
     float* o = out + m * N;
