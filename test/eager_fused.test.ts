@@ -25,7 +25,7 @@ function rand(shape: number[], seed: number): torch.Tensor {
 }
 
 /** The fused kernels the eager decoder layer may call. */
-const FUSED = new Set(["linearGroup", "linearAdd", "rotaryKVWrite", "linearGroupQuantized", "linearAddQuantized"]);
+const FUSED = new Set(["linearGroup", "linearAdd", "rotaryKVWrite", "linearGroupQuantized", "linearAddQuantized", "pagedAttention"]);
 
 /** The kernels `f` calls, by op name, in order. */
 function kernelsOf(f: () => unknown): string[] {
@@ -186,9 +186,10 @@ for (const dtype of ["float32", "bfloat16", "int8"] as const) {
     // input size 172, stays float).
     const quantizedMlp = (l: { ffn: { down_proj: { quantized: unknown } } }) => !!l.ffn.down_proj.quantized;
     const items = (model as unknown as { model: { layers: { items: { ffn: { down_proj: { quantized: unknown } } }[] } } }).model.layers.items;
-    const perStep = dtype !== "int8" ? 5 * layers : !hasKernel("linearGroupQuantized" as never, "cpu") ? layers
-      : items.reduce((n, l) => n + 3 + (quantizedMlp(l) ? 2 : 0), 0);
-    assert.deepEqual(kernels.splice(0), [1, 2, 3].map(() => perStep), "a decode step: norm + q/k/v, rotary + KV write, o_proj + residual, the MLP in 2 calls per layer");
+    // Plus one pagedAttention per layer: decode attention reads the cache buffers in place.
+    const perStep = layers + (dtype !== "int8" ? 5 * layers : !hasKernel("linearGroupQuantized" as never, "cpu") ? layers
+      : items.reduce((n, l) => n + 3 + (quantizedMlp(l) ? 2 : 0), 0));
+    assert.deepEqual(kernels.splice(0), [1, 2, 3].map(() => perStep), "a decode step: norm + q/k/v, rotary + KV write, attention, o_proj + residual, the MLP in 2 calls per layer");
     // Replacing forwards on the instances turns the fused paths off (they only run for unmodified modules).
     for (const layer of (model as unknown as { model: { layers: { items: object[] } } }).model.layers.items) {
       const l = layer as unknown as { self_attn: { forward: Function }; ffn: { forward: Function } };

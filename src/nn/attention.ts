@@ -7,6 +7,7 @@
  */
 import { linearResidual, normLinears, rotaryCacheWrite } from "../tensor/fused.js";
 import { add, applyRotary, scaledDotProductAttention } from "../tensor/ops.js";
+import { cacheDecodeAttention, canAttendInCache } from "../tensor/paged_attention.js";
 import { tidy } from "../tensor/scope.js";
 import type { Tensor } from "../tensor/tensor.js";
 import type { AttentionKVCache } from "./kv_cache.js";
@@ -162,8 +163,16 @@ export class RotaryAttention extends Module {
     const opts = { scale, mask, window, softcap, sinks: this.sinks?.value };
     // A cache that lets the caller write (LayerKVCache.reserve): rotary and the KV write in one fused op.
     const room = cache && !attendsItself(cache) ? cache.reserve?.(k, v, window) ?? null : null;
-    const out = room ? attendToKeys(rotaryCacheWrite(q, k, v, cos, sin, room.keyBuffer, room.valueBuffer, room.at), room.keys, room.values, opts)
-      : causalAttention(applyRotary(q, cos, sin), applyRotary(k, cos, sin), v, cache, opts);
+    let out: Tensor;
+    if (room) {
+      const qr = rotaryCacheWrite(q, k, v, cos, sin, room.keyBuffer, room.valueBuffer, room.at);
+      // Decode (one position, causal over the whole cache): attend the cache buffers in place.
+      const inPlace = !mask && !opts.sinks && !window && canAttendInCache(qr, room.keyBuffer.dtype);
+      out = inPlace ? cacheDecodeAttention(qr, room.keyBuffer, room.valueBuffer, room.at, { scale, softcap })
+        : attendToKeys(qr, room.keys, room.values, opts);
+    } else {
+      out = causalAttention(applyRotary(q, cos, sin), applyRotary(k, cos, sin), v, cache, opts);
+    }
     if (!residual) return this.o_proj.forward(out);
     const o = this.o_proj, bias = o.bias?.value ?? null;
     if (isPlainFloat(o)) return linearResidual(out, o.weight.value, bias, residual);

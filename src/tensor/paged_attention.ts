@@ -4,9 +4,12 @@
  * at their slots; `pagedAttention` attends a ragged batch of query tokens (any mix of sequences and
  * positions) to their sequences' cached keys through the block tables.
  */
-import { getKernel } from "../devices/kernels.js";
+import type { Device } from "../devices/device.js";
+import { getKernel, hasKernel } from "../devices/kernels.js";
 import { checkSameDevice, empty } from "./ops.js";
-import type { Tensor } from "./tensor.js";
+import { keep } from "./scope.js";
+import { Tensor } from "./tensor.js";
+import { traceObserver } from "./trace.js";
 
 function expect(op: string, name: string, t: Tensor, dtype: string, ndim: number): void {
   if (t.dtype !== dtype || t.ndim !== ndim) throw new TypeError(`${op}: ${name} must be a ${ndim}-D ${dtype} tensor, got [${t.shape}] ${t.dtype}`);
@@ -81,4 +84,41 @@ export function pagedAttention(q: Tensor, kCache: Tensor, vCache: Tensor, blockT
     });
   }
   return out;
+}
+
+/** A decode step's index tensors over caches of B rows, shared by the layers of the step (rowIndex). */
+let lastIndex: { B: number; at: number; device: Device; tables: Tensor; rows: Tensor; positions: Tensor } | null = null;
+
+/** Block tables [B, 1] (row b's one block is b), rows [B] (token b is row b) and positions [B] (all `at`). */
+function rowIndex(B: number, at: number, device: Device): { tables: Tensor; rows: Tensor; positions: Tensor } {
+  if (lastIndex && lastIndex.B === B && lastIndex.at === at && lastIndex.device === device) return lastIndex;
+  const rows = Int32Array.from({ length: B }, (_, b) => b);
+  const int32 = (a: Int32Array, shape: number[]) => keep(new Tensor(device.upload(new Uint8Array(a.buffer)), "int32", shape));
+  lastIndex = { B, at, device, tables: int32(rows.slice(), [B, 1]), rows: int32(rows, [B]), positions: int32(new Int32Array(B).fill(at), [B]) };
+  return lastIndex;
+}
+
+/**
+ * Whether cacheDecodeAttention runs as one paged-attention kernel call for q [B, 1, Hq, D] and
+ * cache buffers of dtype `dtype` (else attend through scaledDotProductAttention): eager (not
+ * tracing), a device with the `pagedAttention` kernel, a pool dtype.
+ */
+export function canAttendInCache(q: Tensor, dtype: string): boolean {
+  return q.ndim === 4 && q.shape[1] === 1 && (POOL_DTYPES as readonly string[]).includes(dtype)
+    && traceObserver() === null && hasKernel("pagedAttention", q.device.type);
+}
+
+/**
+ * Decode attention read in place from a KV cache laid out [B, capacity, Hkv, D|Dv] (the dynamic
+ * cache's buffers, transformers/cache_utils.ts): the buffers are paged pools of B blocks of
+ * `capacity` positions, row b's block table [b], so pagedAttention's decode path (all heads of a
+ * row in one pass, no copies) attends them. q [B, 1, Hq, D] float (rotary applied), one new
+ * position per row at `at`, whose keys and values are already written; each row sees positions
+ * [0, at]. Causal, no padding mask, no sinks (the caller falls back to scaledDotProductAttention
+ * for those). Returns float32 [B, 1, Hq * Dv]; errors are pagedAttention's.
+ */
+export function cacheDecodeAttention(q: Tensor, keyBuffer: Tensor, valueBuffer: Tensor, at: number, o: PagedAttentionOptions = {}): Tensor {
+  const [B, , Hq, D] = q.shape;
+  const { tables, rows, positions } = rowIndex(B, at, q.device);
+  return pagedAttention(q.reshape(B, Hq, D), keyBuffer, valueBuffer, tables, rows, positions, o).view(B, 1, Hq * valueBuffer.shape[3]);
 }
