@@ -244,13 +244,15 @@ export interface LinearGroupNorm {
 
 export type OpName = keyof KernelSignatures;
 
-const registry = new Map<string, Function>();
+/** Kernels by device type, then op (two lookups: no key string is built per kernel call). */
+const registry = new Map<string, Map<string, Function>>();
 
 /** Register `fn` as op `op` on devices of `deviceType`. A duplicate registration throws. */
 export function registerKernel<K extends OpName>(op: K, deviceType: string, fn: KernelSignatures[K]): void {
-  const key = `${op}/${deviceType}`;
-  if (registry.has(key)) throw new Error(`kernel for op '${op}' on device '${deviceType}' is already registered`);
-  registry.set(key, fn);
+  let ops = registry.get(deviceType);
+  if (!ops) registry.set(deviceType, (ops = new Map()));
+  if (ops.has(op)) throw new Error(`kernel for op '${op}' on device '${deviceType}' is already registered`);
+  ops.set(op, fn);
 }
 
 /** Register every kernel of a (partial) table. */
@@ -274,12 +276,12 @@ export function setKernelObserver(o: KernelObserver | null): KernelObserver | nu
 
 /** Whether op `op` has a kernel on devices of `deviceType` (front-ends of optional fused ops). */
 export function hasKernel(op: OpName, deviceType: string): boolean {
-  return registry.has(`${op}/${deviceType}`);
+  return registry.get(deviceType)?.has(op) ?? false;
 }
 
 /** Look up a kernel; throws "op X has no kernel on device Y". */
 export function getKernel<K extends OpName>(op: K, deviceType: string): KernelSignatures[K] {
-  const fn = registry.get(`${op}/${deviceType}`);
+  const fn = registry.get(deviceType)?.get(op);
   if (!fn) throw new Error(`op '${op}' has no kernel on device '${deviceType}'`);
   if (observer) {
     const seen = observer;
@@ -290,5 +292,5 @@ export function getKernel<K extends OpName>(op: K, deviceType: string): KernelSi
 
 /** Ops registered for a device type (for diagnostics and the conformance suite). */
 export function registeredOps(deviceType: string): OpName[] {
-  return [...registry.keys()].filter((k) => k.endsWith(`/${deviceType}`)).map((k) => k.split("/")[0] as OpName);
+  return [...(registry.get(deviceType)?.keys() ?? [])] as OpName[];
 }

@@ -30,8 +30,10 @@ export class Tensor implements TensorView {
   constructor(storage: Storage, dtype: DType, shape: readonly number[], strides?: readonly number[], offset = 0) {
     this.storage = storage;
     this.dtype = dtype;
-    this.shape = Object.freeze([...shape]);
-    this.strides = Object.freeze(strides ? [...strides] : contiguousStrides(shape));
+    // Copies, read-only by type but not frozen: Object.freeze on every tensor's two arrays cost
+    // ~0.4 ms per decode token of a 28-layer model (JS time alone, AMD EPYC Zen 5).
+    this.shape = [...shape];
+    this.strides = strides ? [...strides] : contiguousStrides(shape);
     this.offset = offset;
   }
 

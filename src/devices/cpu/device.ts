@@ -53,6 +53,7 @@ export class CpuDevice implements Device {
     list.push(bytes);
     this.pool.set(n, list);
     this.pooledBytes += n;
+    if (this.pooledBytes <= POOL_MAX_BYTES) return;
     for (const [size, old] of this.pool) {
       if (this.pooledBytes <= POOL_MAX_BYTES) break;
       while (old.length && this.pooledBytes > POOL_MAX_BYTES) old.pop(), this.pooledBytes -= size;
