@@ -533,17 +533,25 @@ export function layerNorm(x: Tensor, w: Tensor | null, b: Tensor | null, eps: nu
 }
 
 /**
- * Rotary position embedding (transformers' apply_rotary_pos_emb with rotate_half), applied to
- * x [B, L, H, D] (heads not yet transposed) with cos/sin [B, L, R], R <= D even; dims >= R pass
- * through (partial rotary). float32 out [B, L, H, D].
+ * Throws applyRotary's errors (devices, then shapes) unless applyRotary(x, cos, sin) may run: x
+ * [B, L, H, D] and cos/sin of one shape [B, L, R], R <= D even, all on one device.
  */
-export function applyRotary(x: Tensor, cos: Tensor, sin: Tensor): Tensor {
+export function checkRotary(x: Tensor, cos: Tensor, sin: Tensor): void {
   checkSameDevice("rotary", x, cos, sin);
   const [B, L, , D] = x.shape;
   const R = cos.shape[cos.ndim - 1];
   if (x.ndim !== 4 || cos.ndim !== 3 || cos.shape[0] !== B || cos.shape[1] !== L || R > D || R % 2 || !sameShape(cos.shape, sin.shape)) {
     throw new RangeError(`rotary: x [${x.shape}] and cos/sin [${cos.shape}]/[${sin.shape}] are incompatible`);
   }
+}
+
+/**
+ * Rotary position embedding (transformers' apply_rotary_pos_emb with rotate_half), applied to
+ * x [B, L, H, D] (heads not yet transposed) with cos/sin [B, L, R], R <= D even; dims >= R pass
+ * through (partial rotary). float32 out [B, L, H, D].
+ */
+export function applyRotary(x: Tensor, cos: Tensor, sin: Tensor): Tensor {
+  checkRotary(x, cos, sin);
   const out = empty(x.shape, "float32", x.device);
   if (out.numel > 0) getKernel("rotary", x.device.type)(f32(x).contiguous(), f32(cos).contiguous(), f32(sin).contiguous(), out);
   return out;

@@ -1,0 +1,52 @@
+/**
+ * Bad input to the eager fused paths: an attention call whose rotary tables or k/v do not fit
+ * throws a clear error and leaves its KV cache as it was (the next call's output equals that of a
+ * cache that never saw the failed call, computed with the plain ops).
+ */
+import assert from "node:assert/strict";
+import { test } from "node:test";
+import * as torch from "../src/index.js";
+import { RotaryAttention } from "../src/nn/attention.js";
+import { KVCache } from "../src/transformers/cache_utils.js";
+import { lcgValues } from "./helpers/lcg.js";
+
+/** Deterministic pseudo-random float32 tensor with values in [-1, 1). */
+function rand(shape: number[], seed: number): torch.Tensor {
+  return torch.tensor(lcgValues(shape.reduce((a, b) => a * b, 1), seed), { shape });
+}
+
+test("an attention call with rotary tables or k/v that do not fit throws a clear error and leaves the KV cache unchanged", async () => {
+  const [hidden, nq, nkv, d] = [16, 2, 1, 8];
+  const attn = new RotaryAttention({ hiddenSize: hidden, numHeads: nq, numKvHeads: nkv, headDim: d, qkvBias: false, oBias: false, window: 0 });
+  let seed = 1;
+  for (const [, p] of attn.namedParameters()) p.set(rand([...p.shape], seed++).div(2));
+  const cache = new KVCache(1, "dynamic", 16).layers[0];
+  const rope = (B: number, L: number, R: number, s: number) => [rand([B, L, R], s), rand([B, L, R], s + 1)];
+  const [cos, sin] = rope(1, 3, d, 50);
+  const x = rand([1, 3, hidden], 40);
+  attn.forward(x, cos, sin, null, cache);
+  assert.equal(cache.seqLength, 3);
+
+  const x1 = rand([1, 1, hidden], 41), [c1, s1] = rope(1, 1, d, 60);
+  const bad: [string, () => unknown, RegExp][] = [
+    ["cos for 2 positions, x of 1", () => attn.forward(x1, ...rope(1, 2, d, 60) as [torch.Tensor, torch.Tensor], null, cache), /rotary: x \[1,1,1,8\] and cos\/sin \[1,2,8\]\/\[1,2,8\] are incompatible/],
+    ["sin of another shape", () => attn.forward(x1, c1, s1.narrow(2, 0, 4), null, cache), /rotary: .* are incompatible/],
+    ["odd rotary dims", () => attn.forward(x1, c1.narrow(2, 0, 5), s1.narrow(2, 0, 5), null, cache), /rotary: .* are incompatible/],
+    ["batch of 2 for a cache of 1", () => attn.forward(rand([2, 1, hidden], 42), ...rope(2, 1, d, 61) as [torch.Tensor, torch.Tensor], null, cache),
+      /KV cache: keys \[2,1,1,8\] and values \[2,1,1,8\] do not fit the cached ones \[1, ·, 1, 8\]/],
+  ];
+  for (const [what, call, error] of bad) {
+    assert.throws(call, error, what);
+    assert.equal(cache.seqLength, 3, `${what}: positions seen unchanged`);
+    assert.equal(cache.storedLength, 3, `${what}: positions stored unchanged`);
+  }
+  // The next step attends to the 3 cached positions and itself: as the plain ops over a cache that
+  // never saw the failed calls.
+  const got = attn.forward(x1, c1, s1, null, cache);
+  assert.equal(cache.seqLength, 4);
+  const plainCache = new KVCache(1, "dynamic", 16).layers[0];
+  (plainCache as { reserve?: unknown }).reserve = undefined; // update() then copies: the plain ops
+  attn.forward(x, cos, sin, null, plainCache);
+  const want = attn.forward(x1, c1, s1, null, plainCache);
+  assert.deepEqual(Array.from(await got.data(), Number), Array.from(await want.data(), Number));
+});
