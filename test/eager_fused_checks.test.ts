@@ -1,7 +1,8 @@
 /**
  * Bad input to the eager fused paths: an attention call whose rotary tables or k/v do not fit
  * throws a clear error and leaves its KV cache as it was (the next call's output equals that of a
- * cache that never saw the failed call, computed with the plain ops).
+ * cache that never saw the failed call, computed with the plain ops); rotaryCacheWrite with
+ * rotary tables applyRotary refuses throws applyRotary's error and writes nothing.
  */
 import assert from "node:assert/strict";
 import { test } from "node:test";
@@ -49,4 +50,22 @@ test("an attention call with rotary tables or k/v that do not fit throws a clear
   attn.forward(x, cos, sin, null, plainCache);
   const want = attn.forward(x1, c1, s1, null, plainCache);
   assert.deepEqual(Array.from(await got.data(), Number), Array.from(await want.data(), Number));
+});
+
+test("rotaryCacheWrite with sin of another shape than cos, odd rotary dims or more rotary dims than D throws rotary's error and writes nothing", async () => {
+  const [B, L, Hq, Hkv, D, cap] = [1, 2, 4, 2, 8, 6];
+  const q = rand([B, L, Hq, D], 1), k = rand([B, L, Hkv, D], 2), v = rand([B, L, Hkv, D], 3);
+  const cases: [string, torch.Tensor, torch.Tensor][] = [
+    ["sin of another shape", rand([B, L, 8], 4), rand([B, L, 6], 5)],
+    ["odd rotary dims", rand([B, L, 5], 4), rand([B, L, 5], 5)],
+    ["rotary dims > head dims", rand([B, L, 10], 4), rand([B, L, 10], 5)],
+  ];
+  for (const [what, cos, sin] of cases) {
+    const kb = rand([B, cap, Hkv, D], 60), vb = rand([B, cap, Hkv, D], 61);
+    const [k0, v0] = [Array.from(await kb.data(), Number), Array.from(await vb.data(), Number)];
+    assert.throws(() => torch.applyRotary(k, cos, sin), /rotary: .* are incompatible/, `${what}: the plain op throws`);
+    assert.throws(() => torch.rotaryCacheWrite(q, k, v, cos, sin, kb, vb, 1), /rotary: x \[1,2,4,8\] and cos\/sin \[.*\]\/\[.*\] are incompatible/, what);
+    assert.deepEqual(Array.from(await kb.data(), Number), k0, `${what}: key buffer untouched`);
+    assert.deepEqual(Array.from(await vb.data(), Number), v0, `${what}: value buffer untouched`);
+  }
 });

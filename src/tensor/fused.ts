@@ -126,16 +126,17 @@ export function normLinears(x: Tensor, norm: RmsNormParams | null, ws: readonly 
  * cache.update): rotary(k) and v written into positions [at, at + L) of every sequence of the
  * position-major cache buffers kBuf [B, capacity, Hkv, D] / vBuf [B, capacity, Hkv, Dv]
  * (contiguous, float32/16/bf16 as stored), and rotary(q) returned. q [B, L, Hq, D], k [B, L, Hkv, D],
- * v [B, L, Hkv, Dv] float; cos/sin [B, L, R] as applyRotary. Returns float32 [B, L, Hq, D]. One
- * rotaryKVWrite call (the buffers as pools of B blocks of `capacity` slots) where the device has it,
- * else applyRotary and copyInto (same values, same op order).
+ * v [B, L, Hkv, Dv] float; cos/sin [B, L, R] as applyRotary (one shape, R <= D even). Returns
+ * float32 [B, L, Hq, D]. One rotaryKVWrite call (the buffers as pools of B blocks of `capacity`
+ * slots) where the device has it and everything fits, else applyRotary and copyInto (same values,
+ * same op order; their errors, thrown before anything is written, for shapes that do not fit).
  */
 export function rotaryCacheWrite(q: Tensor, k: Tensor, v: Tensor, cos: Tensor, sin: Tensor, kBuf: Tensor, vBuf: Tensor, at: number): Tensor {
-  const [B, L, Hkv, D] = k.shape, cap = kBuf.shape[1], Dv = v.shape[3];
+  const [B, L, Hkv, D] = k.shape, cap = kBuf.shape[1], Dv = v.shape[3], R = cos.shape[2];
   const fits = q.ndim === 4 && k.ndim === 4 && v.ndim === 4 && q.shape[0] === B && q.shape[1] === L && q.shape[3] === D
     && sameShape(v.shape.slice(0, 3), [B, L, Hkv]) && sameShape(kBuf.shape, [B, cap, Hkv, D]) && sameShape(vBuf.shape, [B, cap, Hkv, Dv])
     && kBuf.dtype === vBuf.dtype && isFloating(kBuf.dtype) && kBuf.isContiguous && vBuf.isContiguous && kBuf.offset === 0 && vBuf.offset === 0
-    && cos.ndim === 3 && cos.shape[0] === B && cos.shape[1] === L && [q, k, v].every((t) => t.dtype === "float32") && at >= 0 && at + L <= cap && B * L > 0;
+    && cos.ndim === 3 && cos.shape[0] === B && cos.shape[1] === L && sameShape(cos.shape, sin.shape) && R % 2 === 0 && R <= D && [q, k, v].every((t) => t.dtype === "float32") && at >= 0 && at + L <= cap && B * L > 0;
   if (!fits || !fusable("rotaryKVWrite", q)) {
     const qr = applyRotary(q, cos, sin);
     copyInto(applyRotary(k, cos, sin), kBuf.narrow(1, at, L));
