@@ -2,12 +2,16 @@
  * Bad input to the eager fused paths: an attention call whose rotary tables or k/v do not fit
  * throws a clear error and leaves its KV cache as it was (the next call's output equals that of a
  * cache that never saw the failed call, computed with the plain ops); rotaryCacheWrite with
- * rotary tables applyRotary refuses throws applyRotary's error and writes nothing.
+ * rotary tables applyRotary refuses throws applyRotary's error and writes nothing; every fused op,
+ * and quantizeBlocks with a weight arena, refuses tensors on two devices (a host-memory device
+ * without kernels stands for the second), naming both, as the plain ops do.
  */
 import assert from "node:assert/strict";
 import { test } from "node:test";
 import * as torch from "../src/index.js";
+import type { Device, Storage } from "../src/index.js";
 import { RotaryAttention } from "../src/nn/attention.js";
+import { gatedMlpResidualQuantized, linearResidualQuantized, normLinearsQuantized } from "../src/tensor/fused_quantized.js";
 import { KVCache } from "../src/transformers/cache_utils.js";
 import { lcgValues } from "./helpers/lcg.js";
 
@@ -68,4 +72,50 @@ test("rotaryCacheWrite with sin of another shape than cos, odd rotary dims or mo
     assert.deepEqual(Array.from(await kb.data(), Number), k0, `${what}: key buffer untouched`);
     assert.deepEqual(Array.from(await vb.data(), Number), v0, `${what}: value buffer untouched`);
   }
+});
+
+/** A second device (host memory, no kernels): a tensor moved to it must not reach a cpu kernel. */
+class HostOnlyDevice implements Device {
+  readonly type = "hostonly";
+  readonly name = "hostonly";
+  allocate(n: number): Storage { return { device: this, handle: new Uint8Array(n), nbytes: n }; }
+  upload(bytes: Uint8Array): Storage { return { device: this, handle: bytes, nbytes: bytes.byteLength }; }
+  readSync(s: Storage, o: number, n: number) { return (s.handle as Uint8Array).subarray(o, o + n); }
+  async read(s: Storage, o: number, n: number) { return this.readSync(s, o, n).slice(); }
+  async synchronize() {}
+}
+
+test("the fused ops and quantizeBlocks' weight arena refuse tensors on two devices, naming both", () => {
+  torch.registerDevice("hostonly", { synchronous: true, open: () => new HostOnlyDevice() });
+  const away = (t: torch.Tensor) => t.to("hostonly");
+  const two = (op: string) => new RegExp(`^Error: ${op}: expected all tensors to be on the same device, but found at least two devices, cpu and hostonly$`);
+  const [K, I, N] = [64, 32, 64];
+  const x = rand([1, 1, K], 1), r = rand([1, 1, N], 2), g = rand([K], 3), w = rand([N, K], 4), gate = rand([I, K], 5), up = rand([I, K], 6), down = rand([N, I], 7);
+  const norm = (weight: torch.Tensor) => ({ weight, eps: 1e-6, offset: 0 });
+  const calls: [string, () => unknown][] = [
+    ["silu_mul", () => torch.siluMul(x, away(x))],
+    ["linear_residual", () => torch.linearResidual(x, away(w), null, r)],
+    ["linear_residual", () => torch.linearResidual(x, w, null, away(r))],
+    ["norm_linears", () => torch.normLinears(x, norm(away(g)), [w])],
+    ["norm_linears", () => torch.normLinears(x, null, [w, away(w)])],
+    ["gated_mlp_residual", () => torch.gatedMlpResidual(x, null, gate, up, away(down), null, r)],
+    ["gated_mlp_residual", () => torch.gatedMlpResidual(x, norm(g), gate, up, down, away(rand([N], 8)), r)],
+  ];
+  const [B, L, H, D, cap] = [1, 1, 2, 8, 4];
+  const q = rand([B, L, H, D], 9), k = rand([B, L, H, D], 10), cos = rand([B, L, D], 11), kb = rand([B, cap, H, D], 12);
+  calls.push(["rotary_cache_write", () => torch.rotaryCacheWrite(q, k, k, cos, cos, kb, away(kb), 0)]);
+  calls.push(["rotary_cache_write", () => torch.rotaryCacheWrite(q, k, k, away(cos), cos, kb, kb, 0)]);
+  const qw = (t: torch.Tensor, move = false) => {
+    const { q: codes, scales } = torch.quantizeBlocks(t, 8);
+    return { q: codes, scales: move ? away(scales) : scales, bits: 8 as const };
+  };
+  calls.push(["norm_linears_quantized", () => normLinearsQuantized(x, norm(g), [qw(gate), qw(up, true)])]);
+  calls.push(["linear_residual_quantized", () => linearResidualQuantized(x, qw(w, true), null, r)]);
+  calls.push(["gated_mlp_residual_quantized", () => gatedMlpResidualQuantized(x, norm(away(g)), qw(gate), qw(up), qw(down), null, r)]);
+  for (const [op, call] of calls) assert.throws(call, two(op), op);
+
+  const cpuArena = x.device.weightArena!(), hostDevice = away(x).device;
+  assert.throws(() => torch.quantizeBlocks(w, 8, { device: hostDevice, allocate: (n) => hostDevice.allocate(n) }),
+    /^Error: quantize_blocks: expected the weight arena on the weight's device, but found two devices, cpu \(weight\) and hostonly \(arena\)$/);
+  assert.throws(() => torch.quantizeBlocks(away(w), 8, cpuArena), /quantize_blocks: .* hostonly \(weight\) and cpu \(arena\)$/);
 });

@@ -21,6 +21,8 @@ export interface Storage {
  * buffer).
  */
 export interface WeightArena {
+  /** The device its storages live on. */
+  readonly device: Device;
   /** `nbytes` of uninitialised memory, aligned to at least 64 bytes. */
   allocate(nbytes: number): Storage;
 }

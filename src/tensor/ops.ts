@@ -582,10 +582,13 @@ export function dequantizeMxfp4(blocks: Tensor, scales: Tensor): Tensor {
  * largest magnitude, code = min(15, trunc(x / d + 8.5)), value = (code - 8) * d), per block of 32
  * along K, with float32 scales. Returns q int32 [N, K * bits / 32] (packed bytes, see
  * KernelSignatures.quantizeBlocks) and scales float32 [N, K / 32]. With `arena` (one of w's
- * device, Device.weightArena) both are allocated from it.
+ * device, Device.weightArena; an arena of another device throws) both are allocated from it.
  */
 export function quantizeBlocks(w: Tensor, bits: 4 | 8, arena?: WeightArena): { q: Tensor; scales: Tensor } {
   if (bits !== 4 && bits !== 8) throw new RangeError(`quantize_blocks: bits must be 4 or 8, got ${bits}`);
+  if (arena && arena.device !== w.device) {
+    throw new Error(`quantize_blocks: expected the weight arena on the weight's device, but found two devices, ${w.device.name} (weight) and ${arena.device.name} (arena)`);
+  }
   if (w.ndim !== 2 || w.shape[1] % 32 !== 0 || !isFloating(w.dtype)) {
     throw new RangeError(`quantize_blocks: expected a float weight [N, K] with K a multiple of 32, got ${w.dtype} [${w.shape}]`);
   }

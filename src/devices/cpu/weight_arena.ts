@@ -11,7 +11,7 @@
  * a request of HUGE_PAGE_MIN_BYTES or more gets a whole buffer of its own, which CpuDevice.release
  * pools as it does any buffer (the WeightArena contract, devices/device.ts).
  */
-import type { Storage, WeightArena } from "../device.js";
+import type { Device, Storage, WeightArena } from "../device.js";
 import { allocateHost, HUGE_PAGE_MIN_BYTES } from "./host_memory.js";
 
 /** Size of an arena's blocks (a multiple of the 2 MB huge page). */
@@ -23,7 +23,7 @@ export class CpuWeightArena implements WeightArena {
   private block: Uint8Array | null = null;
   private used = 0;
 
-  constructor(private readonly makeStorage: (bytes: Uint8Array) => Storage) {}
+  constructor(readonly device: Device, private readonly makeStorage: (bytes: Uint8Array) => Storage) {}
 
   allocate(nbytes: number): Storage {
     if (nbytes >= HUGE_PAGE_MIN_BYTES) return this.makeStorage(allocateHost(nbytes));
