@@ -1,9 +1,9 @@
 /**
  * The fused ops nn modules call in eager mode (tensor/fused.ts) against the plain ops they stand
- * for: siluMul equal to mul(silu(g), u); gatedMlpResidual (one linearGroupLinearAdd on cpu) and
- * linearResidual (one linearAdd) within 1e-5 of the plain ops (linearAdd may take the residual as
- * the GEMM's bias, so the last bits of a sum may differ), normLinears (one linearGroup) equal to
- * rmsNorm then linears, for one row (decode), prefill rows and a
+ * for: siluMul equal to mul(silu(g), u); gatedMlpResidual (linearGroup then linearAdd on cpu) and
+ * linearResidual (one linearAdd) bit-equal to the plain ops, with and without a bias (a bias and
+ * residual that would round differently if the kernel summed them first included), normLinears
+ * (one linearGroup) equal to rmsNorm then linears, for one row (decode), prefill rows and a
  * batch, float32 and bfloat16 weights, and their fallbacks (other dtypes, broadcasting, inside a
  * trace); rotaryCacheWrite (one rotaryKVWrite) equal to applyRotary and copies into the cache buffer.
  * Then a decoder LM (stories260K) whose layers take the fused paths against the same model with them
@@ -58,7 +58,7 @@ test("siluMul equals mul(silu(gate), up) exactly, and falls back for half inputs
 });
 
 for (const dtype of ["float32", "bfloat16"] as const) {
-  test(`gatedMlpResidual (${dtype} weights) is within 1e-5 of rmsNorm, linears, SiLU * up, down and the residual add`, async () => {
+  test(`gatedMlpResidual (${dtype} weights) equals rmsNorm, linears, SiLU * up, down and the residual add`, async () => {
     const [K, I, N] = [64, 96, 64];
     const gate = rand([I, K], 10).to(dtype), up = rand([I, K], 11).to(dtype), down = rand([N, I], 12).div(4).to(dtype);
     const normW = rand([K], 13).to(dtype), bias = rand([N], 14).to(dtype);
@@ -70,26 +70,51 @@ for (const dtype of ["float32", "bfloat16"] as const) {
       const x = rand([...lead, K], seed), r = rand([...lead, N], seed + 20);
       for (const offset of [0, 1]) {
         const fused = torch.gatedMlpResidual(x, { weight: normW, eps: 1e-6, offset }, gate, up, down, null, r);
-        await close(fused, plain(x, r, offset, null), 1e-5, `[${lead}] rows, offset ${offset}`);
+        await close(fused, plain(x, r, offset, null), 0, `[${lead}] rows, offset ${offset}`);
       }
       assert.deepEqual(kernelsOf(() => torch.gatedMlpResidual(x, null, gate, up, down, bias, r)), ["linearGroup", "linearAdd"], "two calls on cpu");
-      await close(torch.gatedMlpResidual(x, null, gate, up, down, bias, r), plain(x, r, 0, bias, false), 1e-5, `[${lead}] rows, no norm, down bias`);
+      await close(torch.gatedMlpResidual(x, null, gate, up, down, bias, r), plain(x, r, 0, bias, false), 0, `[${lead}] rows, no norm, down bias`);
     }
     // Fallbacks: a bfloat16 activation (plain ops, which compute in float32 as well).
     const xh = rand([1, 1, K], 30).to("bfloat16"), r = rand([1, 1, N], 31);
-    await close(torch.gatedMlpResidual(xh, { weight: normW, eps: 1e-6, offset: 0 }, gate, up, down, null, r), plain(xh, r, 0, null), 1e-5, "bfloat16 input");
+    await close(torch.gatedMlpResidual(xh, { weight: normW, eps: 1e-6, offset: 0 }, gate, up, down, null, r), plain(xh, r, 0, null), 0, "bfloat16 input");
   });
 
-  test(`linearResidual (${dtype} weight) is within 1e-5 of add(residual, linear(x, w, bias))`, async () => {
+  test(`linearResidual (${dtype} weight) equals add(residual, linear(x, w, bias))`, async () => {
     const w = rand([48, 80], 40).to(dtype), b = rand([48], 41).to(dtype);
     for (const [lead, seed] of [[[1, 1], 1], [[1, 9], 2], [[4, 1], 3]] as const) {
       const x = rand([...lead, 80], seed), r = rand([...lead, 48], seed + 10);
-      await close(torch.linearResidual(x, w, b, r), torch.add(r, torch.linear(x, w, b)), 1e-5, `[${lead}] rows, bias`);
-      await close(torch.linearResidual(x, w, null, r), torch.add(r, torch.linear(x, w)), 1e-5, `[${lead}] rows`);
+      await close(torch.linearResidual(x, w, b, r), torch.add(r, torch.linear(x, w, b)), 0, `[${lead}] rows, bias`);
+      await close(torch.linearResidual(x, w, null, r), torch.add(r, torch.linear(x, w)), 0, `[${lead}] rows`);
       assert.deepEqual(kernelsOf(() => torch.linearResidual(x, w, b, r)), ["linearAdd"], "one call on cpu");
     }
   });
 }
+
+/** The float32 bit patterns of `t`'s values. */
+async function bits(t: torch.Tensor): Promise<number[]> {
+  return Array.from(new Uint32Array(new Float32Array(Array.from(await t.data(), Number)).buffer));
+}
+
+test("linearResidual and gatedMlpResidual with a bias round as the plain ops: (dot + bias) + residual, not dot + (bias + residual)", async () => {
+  // A large bias and a residual of opposite sign: dot + bias drops the dot's low bits, which
+  // dot + (bias + residual) would keep, so the two orders differ in many elements.
+  const [K, I, N] = [64, 96, 48];
+  const w = rand([N, K], 80), bias = rand([N], 81).mul(3e4).add(1e5), gate = rand([I, K], 82), up = rand([I, K], 83), down = rand([N, I], 84);
+  for (const [lead, seed] of [[[1, 1], 1], [[1, 3], 2]] as const) {
+    const x = rand([...lead, K], seed), r = bias.neg().add(rand([...lead, N], seed + 1));
+    const h = torch.mul(torch.silu(torch.linear(x, gate)), torch.linear(x, up));
+    for (const [what, fused, dot] of [
+      ["linearResidual", torch.linearResidual(x, w, bias, r), torch.linear(x, w)],
+      ["gatedMlpResidual", torch.gatedMlpResidual(x, null, gate, up, down, bias, r), torch.linear(h, down)],
+    ] as const) {
+      const plain = torch.add(r, torch.add(dot, bias)), folded = torch.add(dot, torch.add(bias, r));
+      const [p, f] = [await bits(plain), await bits(folded)];
+      assert.ok(p.filter((b, i) => b !== f[i]).length >= N / 4, `${what} [${lead}]: the values tell the two orders apart`);
+      assert.deepEqual(await bits(fused), p, `${what} [${lead}]: bit-equal to the plain ops`);
+    }
+  }
+});
 
 for (const dtype of ["float32", "bfloat16"] as const) {
   test(`normLinears (${dtype} weights) equals linear(rmsNorm(x), w) for each weight`, async () => {

@@ -14,10 +14,15 @@ export interface Storage {
 
 /**
  * Storage for weights that live together (one model's): a device may pack them into shared blocks
- * of memory, each freed once no storage in it is referenced any more. Storages from it are never
- * reused by `allocate` after `release`.
+ * of memory, each freed once no storage in it is referenced any more. `Device.release` takes its
+ * storages as any other (pass one only once nothing uses it): a device never reuses memory that
+ * another live storage shares (cpu: a view of a shared block is never pooled; a request of 2 MB
+ * or more gets a buffer of its own, which release may pool for a later `allocate`, as it does any
+ * buffer).
  */
 export interface WeightArena {
+  /** The device its storages live on. */
+  readonly device: Device;
   /** `nbytes` of uninitialised memory, aligned to at least 64 bytes. */
   allocate(nbytes: number): Storage;
 }

@@ -174,29 +174,31 @@ export interface KernelSignatures {
   sort(x: TensorView, values: TensorView, indices: TensorView, descending: boolean): void;
   /** Row-wise top-k (largest first) of contiguous float32 [..., n]; values and int64 indices. */
   topk(x: TensorView, k: number, values: TensorView, indices: TensorView): void;
-  /** A fused chain of float32 elementwise ops, one pass (made by compile/, never by the front-end):
-   * inputs float32 strided views broadcast to out's shape; per element, each step applies its unary
-   * op or FUSABLE_BINARY op to inputs or earlier steps' values; the last step's value goes to out
-   * (float32). Every step's value is used once, by a later step, except the last. */
+  /** A fused chain of float32 elementwise ops, one pass (made by compile/'s fusion; called eagerly by
+   * tensor/fused.ts siluMul): inputs float32 strided views broadcast to out's shape; per element, each
+   * step applies its unary op or FUSABLE_BINARY op to inputs or earlier steps' values; the last step's
+   * value goes to out (float32). Every step's value is used once, by a later step, except the last. */
   fusedElementwise(steps: readonly FusedStep[], inputs: TensorView[], out: TensorView): void;
-  /** out = x @ w^T + bias + residual (made by compile/'s epilogue fusion, never by the front-end):
-   * x float32 [M, K], w [N, K] as linear, bias [N] or null, residual and out contiguous float32 [M, N]
-   * (out shares no storage with x, w, bias or residual). */
+  /** out = x @ w^T + bias + residual (made by compile/'s epilogue fusion; called eagerly by
+   * tensor/fused.ts linearResidual and gatedMlpResidual): x float32 [M, K], w [N, K] as linear, bias
+   * [N] or null, residual and out contiguous float32 [M, N] (out shares no storage with x, w, bias or
+   * residual). */
   linearAdd(x: TensorView, w: TensorView, bias: TensorView | null, residual: TensorView, out: TensorView): void;
-  /** outs[i] = n(x) @ ws[i]^T for linears sharing one input (made by compile/'s linear grouping, never
-   * by the front-end): x contiguous float32 [M, K]; n = rmsNorm(·, norm.weight, eps, offset) over K, or
-   * the identity when norm is null; ws[i] [N_i, K] as linear (no bias), outs[i] contiguous float32
-   * [M, N_i], sharing no storage with x, the norm weight or a weight; at most 3 weights. With an
-   * `epilogue` (fusedElementwise's steps, input i = product i), the weights share one shape [N, K]
-   * and outs is one contiguous float32 [M, N]: the chain's value of the products. */
+  /** outs[i] = n(x) @ ws[i]^T for linears sharing one input (made by compile/'s linear grouping; called
+   * eagerly by tensor/fused.ts normLinears and gatedMlpResidual): x contiguous float32 [M, K]; n =
+   * rmsNorm(·, norm.weight, eps, offset) over K, or the identity when norm is null; ws[i] [N_i, K] as
+   * linear (no bias), outs[i] contiguous float32 [M, N_i], sharing no storage with x, the norm weight
+   * or a weight; at most 3 weights. With an `epilogue` (fusedElementwise's steps, input i = product i),
+   * the weights share one shape [N, K] and outs is one contiguous float32 [M, N]: the chain's value of
+   * the products. */
   linearGroup(x: TensorView, norm: LinearGroupNorm | null, ws: TensorView[], outs: TensorView[], epilogue?: readonly FusedStep[] | null): void;
   /** qOut = rotary(q), and rotary(k) and v written into the pools as pagedKVWrite does (made by
-   * compile's rotary + KV-write fusion, never by the front-end): q (or null, with qOut) and k
-   * [B, L, H, D] contiguous float32 with cos/sin [B, L, R] as rotary; v [B * L, Hkv, Dv]; kCache,
-   * vCache and slots as pagedKVWrite; the rotated k itself is not stored anywhere else. With `rows`
-   * (contiguous int32/int64 [B * L], made by compile's rotary-gather fusion), cos/sin are instead
-   * contiguous float32 tables [P, R] and token t uses row rows[t] (embedding(rows, table)'s rows; an
-   * id outside [0, P) throws embedding's RangeError at the next read). */
+   * compile's rotary + KV-write fusion; called eagerly by tensor/fused.ts rotaryCacheWrite): q (or
+   * null, with qOut) and k [B, L, H, D] contiguous float32 with cos/sin [B, L, R] as rotary; v [B * L,
+   * Hkv, Dv]; kCache, vCache and slots as pagedKVWrite; the rotated k itself is not stored anywhere
+   * else. With `rows` (contiguous int32/int64 [B * L], made by compile's rotary-gather fusion), cos/sin
+   * are instead contiguous float32 tables [P, R] and token t uses row rows[t] (embedding(rows, table)'s
+   * rows; an id outside [0, P) throws embedding's RangeError at the next read). */
   rotaryKVWrite(q: TensorView | null, qOut: TensorView | null, k: TensorView, v: TensorView, cos: TensorView, sin: TensorView,
     kCache: TensorView, vCache: TensorView, slots: TensorView, rows?: TensorView | null): void;
   /** out[m] = argmax over n of (n(x) @ w^T)[m, n], as reduce's argmax (the first NaN, else the first
@@ -210,17 +212,21 @@ export interface KernelSignatures {
   pagedAttentionLinearAdd(q: TensorView, kCache: TensorView, vCache: TensorView, blockTables: TensorView, tokenSeq: TensorView, tokenPos: TensorView,
     p: PagedAttentionParams, w: TensorView, bias: TensorView | null, residual: TensorView, out: TensorView): void;
   /** out [M, N] = h @ w^T + bias + residual with h [M, I] = linearGroup(x, norm, ws, [h], epilogue)
-   * (made by compile's MLP fusion, never by the front-end: a gated MLP's norm, gate/up, SiLU(gate)
-   * * up, down projection and residual add): the arguments of linearGroup with an epilogue (no
-   * outs) and of linearAdd (its x being h); out shares no storage with x, the norm weight or ws. */
+   * (made by compile's MLP fusion; called eagerly by tensor/fused.ts gatedMlpResidual: a gated MLP's
+   * norm, gate/up, SiLU(gate) * up, down projection and residual add): the arguments of linearGroup
+   * with an epilogue (no outs) and of linearAdd (its x being h); out shares no storage with x, the norm
+   * weight or ws. */
   linearGroupLinearAdd(x: TensorView, norm: LinearGroupNorm | null, ws: TensorView[], epilogue: readonly FusedStep[],
     w: TensorView, bias: TensorView | null, residual: TensorView, out: TensorView): void;
   /** linearGroup with block-quantized weights (made by compile's linear grouping from
-   * linearQuantized / linearQuantizedGroup nodes, never by the front-end): ws[i] as linearQuantized
+   * linearQuantized / linearQuantizedGroup nodes; called eagerly by tensor/fused_quantized.ts
+   * normLinearsQuantized and gatedMlpResidualQuantized): ws[i] as linearQuantized
    * takes its weight, all of one bits, N_i its q's rows; each product equals linearQuantized's. */
   linearGroupQuantized(x: TensorView, norm: LinearGroupNorm | null, ws: QuantizedWeight[], outs: TensorView[], epilogue?: readonly FusedStep[] | null): void;
   /** linearAdd with a block-quantized weight (compile's epilogue fusion of linearQuantized and a
-   * residual add): out = linearQuantized(x, w…, bias) + residual, shapes and aliasing as linearAdd's. */
+   * residual add; called eagerly by tensor/fused_quantized.ts linearResidualQuantized and
+   * gatedMlpResidualQuantized): out = linearQuantized(x, w…, bias) + residual, shapes and aliasing as
+   * linearAdd's. */
   linearAddQuantized(x: TensorView, w: QuantizedWeight, bias: TensorView | null, residual: TensorView, out: TensorView): void;
   /** linearArgmax with a block-quantized LM head (compile's linear-argmax fusion): the logits
    * linearQuantized computes, reduced as linearArgmax's. */

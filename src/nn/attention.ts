@@ -6,11 +6,11 @@
  * Llama and the families derived from it.
  */
 import { linearResidual, normLinears, rotaryCacheWrite } from "../tensor/fused.js";
-import { add, applyRotary, scaledDotProductAttention } from "../tensor/ops.js";
+import { add, applyRotary, checkRotary, scaledDotProductAttention } from "../tensor/ops.js";
 import { cacheDecodeAttention, canAttendInCache } from "../tensor/paged_attention.js";
 import { tidy } from "../tensor/scope.js";
 import type { Tensor } from "../tensor/tensor.js";
-import type { AttentionKVCache } from "./kv_cache.js";
+import type { AttentionKVCache, KVReservation } from "./kv_cache.js";
 import { linearResidualQuantized, normLinearsQuantized } from "../tensor/fused_quantized.js";
 import { isPlainFloat, isPlainQuantized, Linear, RMSNorm } from "./layers.js";
 import { Module, type Parameter } from "./module.js";
@@ -162,7 +162,13 @@ export class RotaryAttention extends Module {
     const { scale = d ** -0.5, softcap, window } = this.o;
     const opts = { scale, mask, window, softcap, sinks: this.sinks?.value };
     // A cache that lets the caller write (LayerKVCache.reserve): rotary and the KV write in one fused op.
-    const room = cache && !attendsItself(cache) ? cache.reserve?.(k, v, window) ?? null : null;
+    // The rotary tables are checked before reserve (which counts the positions as written), so a call
+    // that throws leaves the cache as it was; the cache itself checks k/v against its buffers.
+    let room: KVReservation | null = null;
+    if (cache && !attendsItself(cache) && cache.reserve) {
+      checkRotary(k, cos, sin);
+      room = cache.reserve(k, v, window);
+    }
     let out: Tensor;
     if (room) {
       const qr = rotaryCacheWrite(q, k, v, cos, sin, room.keyBuffer, room.valueBuffer, room.at);

@@ -5,14 +5,15 @@
  * linearGroupLinearAdd, rotaryKVWrite),
  * and the composition of the plain ops elsewhere. The fused kernels compute each element with the
  * same kernels as the plain ops (cpu: linear_group.cc, the eager rms_norm, gemm_range and
- * fused_elementwise), so both ways give the same values.
+ * fused_elementwise), so both ways give the same values. Each first checks, as the plain ops do,
+ * that its tensors are on one device (checkSameDevice's error).
  *
  * While a trace observer is installed (compile/'s capture) they always run as the plain ops, so a
  * captured graph holds the canonical ops and compile/'s passes choose the fusions themselves.
  */
 import { hasKernel, getKernel, type FusedStep, type OpName } from "../devices/kernels.js";
 import { isFloating } from "./dtype.js";
-import { add, applyRotary, copyInto, empty, linear, mul, rmsNorm, silu } from "./ops.js";
+import { add, applyRotary, checkSameDevice, copyInto, empty, linear, mul, rmsNorm, silu } from "./ops.js";
 import { numel, sameShape } from "./shape.js";
 import { Tensor } from "./tensor.js";
 import { traceObserver } from "./trace.js";
@@ -34,6 +35,7 @@ function fusable(op: OpName, t: Tensor): boolean {
  * as mul(silu(gate), up) (its dtype rules).
  */
 export function siluMul(gate: Tensor, up: Tensor): Tensor {
+  checkSameDevice("silu_mul", gate, up);
   if (gate.dtype !== "float32" || up.dtype !== "float32" || !sameShape(gate.shape, up.shape) || !fusable("fusedElementwise", gate)) {
     return mul(silu(gate), up);
   }
@@ -60,6 +62,7 @@ export interface RmsNormParams {
  */
 export function gatedMlpResidual(x: Tensor, norm: RmsNormParams | null, gate: Tensor, up: Tensor, down: Tensor,
                                  downBias: Tensor | null, residual: Tensor): Tensor {
+  checkSameDevice("gated_mlp_residual", x, norm?.weight, gate, up, down, downBias, residual);
   const K = x.shape[x.ndim - 1], M = numel(x.shape.slice(0, -1)), N = down.shape[0];
   const fits = x.dtype === "float32" && residual.dtype === "float32" && M > 0 && gate.ndim === 2 && sameShape(gate.shape, up.shape)
     && gate.shape[1] === K && down.ndim === 2 && down.shape[1] === gate.shape[0] && sameShape(residual.shape, [...x.shape.slice(0, -1), N])
@@ -91,6 +94,7 @@ export function gatedMlpResidual(x: Tensor, norm: RmsNormParams | null, gate: Te
  * [..., N]. One linearAdd call where the device has it, else the plain ops (same values).
  */
 export function linearResidual(x: Tensor, w: Tensor, bias: Tensor | null, residual: Tensor): Tensor {
+  checkSameDevice("linear_residual", x, w, bias, residual);
   const K = x.shape[x.ndim - 1], M = numel(x.shape.slice(0, -1)), N = w.shape[0];
   const fits = residual.dtype === "float32" && M > 0 && w.ndim === 2 && w.shape[1] === K && isFloating(w.dtype)
     && sameShape(residual.shape, [...x.shape.slice(0, -1), N]) && (!bias || (bias.ndim === 1 && bias.shape[0] === N));
@@ -108,6 +112,7 @@ export function linearResidual(x: Tensor, w: Tensor, bias: Tensor | null, residu
  * has it (the norm computed once inside), else the plain ops (same values).
  */
 export function normLinears(x: Tensor, norm: RmsNormParams | null, ws: readonly Tensor[]): Tensor[] {
+  checkSameDevice("norm_linears", x, norm?.weight, ...ws);
   const K = x.shape[x.ndim - 1], M = numel(x.shape.slice(0, -1));
   const fits = x.dtype === "float32" && M > 0 && ws.length >= 1 && ws.length <= 3 && ws.every((w) => w.ndim === 2 && w.shape[1] === K && isFloating(w.dtype))
     && (!norm || (norm.weight.ndim === 1 && norm.weight.shape[0] === K));
@@ -126,16 +131,18 @@ export function normLinears(x: Tensor, norm: RmsNormParams | null, ws: readonly 
  * cache.update): rotary(k) and v written into positions [at, at + L) of every sequence of the
  * position-major cache buffers kBuf [B, capacity, Hkv, D] / vBuf [B, capacity, Hkv, Dv]
  * (contiguous, float32/16/bf16 as stored), and rotary(q) returned. q [B, L, Hq, D], k [B, L, Hkv, D],
- * v [B, L, Hkv, Dv] float; cos/sin [B, L, R] as applyRotary. Returns float32 [B, L, Hq, D]. One
- * rotaryKVWrite call (the buffers as pools of B blocks of `capacity` slots) where the device has it,
- * else applyRotary and copyInto (same values, same op order).
+ * v [B, L, Hkv, Dv] float; cos/sin [B, L, R] as applyRotary (one shape, R <= D even). Returns
+ * float32 [B, L, Hq, D]. One rotaryKVWrite call (the buffers as pools of B blocks of `capacity`
+ * slots) where the device has it and everything fits, else applyRotary and copyInto (same values,
+ * same op order; their errors, thrown before anything is written, for shapes that do not fit).
  */
 export function rotaryCacheWrite(q: Tensor, k: Tensor, v: Tensor, cos: Tensor, sin: Tensor, kBuf: Tensor, vBuf: Tensor, at: number): Tensor {
-  const [B, L, Hkv, D] = k.shape, cap = kBuf.shape[1], Dv = v.shape[3];
+  checkSameDevice("rotary_cache_write", q, k, v, cos, sin, kBuf, vBuf);
+  const [B, L, Hkv, D] = k.shape, cap = kBuf.shape[1], Dv = v.shape[3], R = cos.shape[2];
   const fits = q.ndim === 4 && k.ndim === 4 && v.ndim === 4 && q.shape[0] === B && q.shape[1] === L && q.shape[3] === D
     && sameShape(v.shape.slice(0, 3), [B, L, Hkv]) && sameShape(kBuf.shape, [B, cap, Hkv, D]) && sameShape(vBuf.shape, [B, cap, Hkv, Dv])
     && kBuf.dtype === vBuf.dtype && isFloating(kBuf.dtype) && kBuf.isContiguous && vBuf.isContiguous && kBuf.offset === 0 && vBuf.offset === 0
-    && cos.ndim === 3 && cos.shape[0] === B && cos.shape[1] === L && [q, k, v].every((t) => t.dtype === "float32") && at >= 0 && at + L <= cap && B * L > 0;
+    && cos.ndim === 3 && cos.shape[0] === B && cos.shape[1] === L && sameShape(cos.shape, sin.shape) && R % 2 === 0 && R <= D && [q, k, v].every((t) => t.dtype === "float32") && at >= 0 && at + L <= cap && B * L > 0;
   if (!fits || !fusable("rotaryKVWrite", q)) {
     const qr = applyRotary(q, cos, sin);
     copyInto(applyRotary(k, cos, sin), kBuf.narrow(1, at, L));

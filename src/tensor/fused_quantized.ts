@@ -3,13 +3,14 @@
  * linearQuantized takes them): one call each to the *Quantized fused kernels where the device
  * registers them (linearGroupQuantized, linearAddQuantized: compile's fusions of block-quantized
  * linears, whose products equal linearQuantized's), else the plain ops a quantized decoder layer
- * runs (rmsNorm, linearQuantizedGroup, siluMul, linearQuantized, add), with the same values. Under a
- * trace (compile/'s capture) always the plain ops.
+ * runs (rmsNorm, linearQuantizedGroup, siluMul, linearQuantized, add), with the same values. Each
+ * first checks that its tensors are on one device (checkSameDevice's error). Under a trace
+ * (compile/'s capture) always the plain ops.
  */
 import { getKernel, hasKernel, type OpName } from "../devices/kernels.js";
 import type { RmsNormParams } from "./fused.js";
 import { SILU_MUL, siluMul } from "./fused.js";
-import { add, empty, linearQuantized, linearQuantizedGroup, rmsNorm, type QuantizedLinearWeight } from "./ops.js";
+import { add, checkSameDevice, empty, linearQuantized, linearQuantizedGroup, rmsNorm, type QuantizedLinearWeight } from "./ops.js";
 import { numel, sameShape } from "./shape.js";
 import type { Tensor } from "./tensor.js";
 import { traceObserver } from "./trace.js";
@@ -32,6 +33,9 @@ function fusable(op: string, x: Tensor, ws: readonly BlockQuantized[]): boolean 
       && sameShape(w.q.shape, [w.q.shape[0], (K * w.bits) / 32]) && sameShape(w.scales.shape, [w.q.shape[0], K / 32]));
 }
 
+/** The tensors of block-quantized weights (for checkSameDevice). */
+const parts = (...ws: BlockQuantized[]) => ws.flatMap((w) => [w.q, w.scales]);
+
 const normed = (x: Tensor, norm: RmsNormParams | null) => (norm ? rmsNorm(x, norm.weight, norm.eps, norm.offset) : x);
 const groupNorm = (norm: RmsNormParams | null) => norm && { weight: norm.weight.contiguous(), eps: norm.eps, offset: norm.offset };
 
@@ -41,6 +45,7 @@ const groupNorm = (norm: RmsNormParams | null) => norm && { weight: norm.weight.
  * it, else rmsNorm then linearQuantizedGroup. Errors as linearQuantized's.
  */
 export function normLinearsQuantized(x: Tensor, norm: RmsNormParams | null, ws: readonly BlockQuantized[]): Tensor[] {
+  checkSameDevice("norm_linears_quantized", x, norm?.weight, ...parts(...ws));
   if (ws.length < 1 || ws.length > 3 || !fusable("linearGroupQuantized", x, ws)) {
     return linearQuantizedGroup(normed(x, norm), ws.map((w): QuantizedLinearWeight => ({ ...w, bias: null })));
   }
@@ -56,6 +61,7 @@ export function normLinearsQuantized(x: Tensor, norm: RmsNormParams | null, ws: 
  * linearAddQuantized call where the device has it, else linearQuantized then add.
  */
 export function linearResidualQuantized(x: Tensor, w: BlockQuantized, bias: Tensor | null, residual: Tensor): Tensor {
+  checkSameDevice("linear_residual_quantized", x, ...parts(w), bias, residual);
   const M = numel(x.shape.slice(0, -1)), N = w.q.shape[0];
   const fits = residual.dtype === "float32" && sameShape(residual.shape, [...x.shape.slice(0, -1), N]) && (!bias || (bias.ndim === 1 && bias.shape[0] === N));
   if (!fits || !fusable("linearAddQuantized", x, [w])) return add(residual, linearQuantized(x, w.q, w.scales, w.bits, bias));
@@ -73,6 +79,7 @@ export function linearResidualQuantized(x: Tensor, w: BlockQuantized, bias: Tens
  */
 export function gatedMlpResidualQuantized(x: Tensor, norm: RmsNormParams | null, gate: BlockQuantized, up: BlockQuantized, down: BlockQuantized,
                                           downBias: Tensor | null, residual: Tensor): Tensor {
+  checkSameDevice("gated_mlp_residual_quantized", x, norm?.weight, ...parts(gate, up, down), downBias, residual);
   const M = numel(x.shape.slice(0, -1)), I = gate.q.shape[0], N = down.q.shape[0];
   const fits = up.q.shape[0] === I && residual.dtype === "float32" && sameShape(residual.shape, [...x.shape.slice(0, -1), N])
     && down.q.shape[1] === (I * down.bits) / 32 && I % 32 === 0 && (!downBias || (downBias.ndim === 1 && downBias.shape[0] === N));

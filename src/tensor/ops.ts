@@ -533,17 +533,25 @@ export function layerNorm(x: Tensor, w: Tensor | null, b: Tensor | null, eps: nu
 }
 
 /**
- * Rotary position embedding (transformers' apply_rotary_pos_emb with rotate_half), applied to
- * x [B, L, H, D] (heads not yet transposed) with cos/sin [B, L, R], R <= D even; dims >= R pass
- * through (partial rotary). float32 out [B, L, H, D].
+ * Throws applyRotary's errors (devices, then shapes) unless applyRotary(x, cos, sin) may run: x
+ * [B, L, H, D] and cos/sin of one shape [B, L, R], R <= D even, all on one device.
  */
-export function applyRotary(x: Tensor, cos: Tensor, sin: Tensor): Tensor {
+export function checkRotary(x: Tensor, cos: Tensor, sin: Tensor): void {
   checkSameDevice("rotary", x, cos, sin);
   const [B, L, , D] = x.shape;
   const R = cos.shape[cos.ndim - 1];
   if (x.ndim !== 4 || cos.ndim !== 3 || cos.shape[0] !== B || cos.shape[1] !== L || R > D || R % 2 || !sameShape(cos.shape, sin.shape)) {
     throw new RangeError(`rotary: x [${x.shape}] and cos/sin [${cos.shape}]/[${sin.shape}] are incompatible`);
   }
+}
+
+/**
+ * Rotary position embedding (transformers' apply_rotary_pos_emb with rotate_half), applied to
+ * x [B, L, H, D] (heads not yet transposed) with cos/sin [B, L, R], R <= D even; dims >= R pass
+ * through (partial rotary). float32 out [B, L, H, D].
+ */
+export function applyRotary(x: Tensor, cos: Tensor, sin: Tensor): Tensor {
+  checkRotary(x, cos, sin);
   const out = empty(x.shape, "float32", x.device);
   if (out.numel > 0) getKernel("rotary", x.device.type)(f32(x).contiguous(), f32(cos).contiguous(), f32(sin).contiguous(), out);
   return out;
@@ -574,10 +582,13 @@ export function dequantizeMxfp4(blocks: Tensor, scales: Tensor): Tensor {
  * largest magnitude, code = min(15, trunc(x / d + 8.5)), value = (code - 8) * d), per block of 32
  * along K, with float32 scales. Returns q int32 [N, K * bits / 32] (packed bytes, see
  * KernelSignatures.quantizeBlocks) and scales float32 [N, K / 32]. With `arena` (one of w's
- * device, Device.weightArena) both are allocated from it.
+ * device, Device.weightArena; an arena of another device throws) both are allocated from it.
  */
 export function quantizeBlocks(w: Tensor, bits: 4 | 8, arena?: WeightArena): { q: Tensor; scales: Tensor } {
   if (bits !== 4 && bits !== 8) throw new RangeError(`quantize_blocks: bits must be 4 or 8, got ${bits}`);
+  if (arena && arena.device !== w.device) {
+    throw new Error(`quantize_blocks: expected the weight arena on the weight's device, but found two devices, ${w.device.name} (weight) and ${arena.device.name} (arena)`);
+  }
   if (w.ndim !== 2 || w.shape[1] % 32 !== 0 || !isFloating(w.dtype)) {
     throw new RangeError(`quantize_blocks: expected a float weight [N, K] with K a multiple of 32, got ${w.dtype} [${w.shape}]`);
   }

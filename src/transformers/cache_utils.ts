@@ -77,6 +77,7 @@ export class LayerKVCache implements AttentionKVCache {
   }
 
   private makeRoom(k: Tensor, v: Tensor, window: number): KVReservation | null {
+    this.checkFits(k, v);
     const L = k.shape[1];
     const kept = this.end - this.start, need = kept + L;
     if (window > 0 && need > 2 * window) return null;
@@ -97,6 +98,25 @@ export class LayerKVCache implements AttentionKVCache {
     const keys = this.keys!.narrow(1, this.start, need).transpose(1, 2), values = this.values!.narrow(1, this.start, need).transpose(1, 2);
     if (window > 0) this.start = Math.max(this.start, this.end - (window - 1));
     return { keyBuffer: this.keys!, valueBuffer: this.values!, at, keys, values };
+  }
+
+  /**
+   * Throws, before anything changes, unless k [B, L, H, D] and v [B, L, H, Dv] agree and fit the
+   * buffers (same B, H, D, Dv and device as the keys/values already cached).
+   */
+  private checkFits(k: Tensor, v: Tensor): void {
+    const kv = `keys [${k.shape}] and values [${v.shape}]`;
+    if (k.ndim !== 4 || v.ndim !== 4 || k.shape.slice(0, 3).some((n, i) => n !== v.shape[i])) {
+      throw new RangeError(`KV cache: ${kv} must be [B, L, H, D] and [B, L, H, Dv] with one B, L and H`);
+    }
+    if (!this.keys || !this.values) return;
+    const [B, , H, D] = this.keys.shape;
+    if (k.shape[0] !== B || k.shape[2] !== H || k.shape[3] !== D || v.shape[3] !== this.values.shape[3]) {
+      throw new RangeError(`KV cache: ${kv} do not fit the cached ones [${B}, ·, ${H}, ${D}] and [${B}, ·, ${H}, ${this.values.shape[3]}] (batch size, heads and head sizes stay fixed)`);
+    }
+    if (k.device !== this.keys.device || v.device !== this.keys.device) {
+      throw new Error(`KV cache: keys and values on ${k.device.name} and ${v.device.name}, but the cache is on ${this.keys.device.name}`);
+    }
   }
 
   /** New buffers of `capacity` positions holding the cached ones at the front. */

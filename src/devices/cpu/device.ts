@@ -63,7 +63,7 @@ export class CpuDevice implements Device {
 
   /** Quantized weights packed into huge-page blocks (./weight_arena.ts). */
   weightArena(): WeightArena {
-    return new CpuWeightArena((bytes) => new CpuStorage(this, bytes));
+    return new CpuWeightArena(this, (bytes) => new CpuStorage(this, bytes));
   }
 
   upload(bytes: Uint8Array): Storage {

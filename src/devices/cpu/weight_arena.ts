@@ -7,9 +7,11 @@
  * 2 MB-page blocks read ~10% faster. An arena sub-allocates from blocks of BLOCK_BYTES taken from
  * allocateHost (huge pages); each storage is a view of its block, so a block is unmapped once the
  * collector finds no view of it (a tensor keeps its block alive by itself, whatever happens to
- * its neighbours). Views never equal a whole block, so the device's free pool never takes them.
+ * its neighbours). Views never equal a whole block, so the device's free pool never takes them;
+ * a request of HUGE_PAGE_MIN_BYTES or more gets a whole buffer of its own, which CpuDevice.release
+ * pools as it does any buffer (the WeightArena contract, devices/device.ts).
  */
-import type { Storage, WeightArena } from "../device.js";
+import type { Device, Storage, WeightArena } from "../device.js";
 import { allocateHost, HUGE_PAGE_MIN_BYTES } from "./host_memory.js";
 
 /** Size of an arena's blocks (a multiple of the 2 MB huge page). */
@@ -21,7 +23,7 @@ export class CpuWeightArena implements WeightArena {
   private block: Uint8Array | null = null;
   private used = 0;
 
-  constructor(private readonly makeStorage: (bytes: Uint8Array) => Storage) {}
+  constructor(readonly device: Device, private readonly makeStorage: (bytes: Uint8Array) => Storage) {}
 
   allocate(nbytes: number): Storage {
     if (nbytes >= HUGE_PAGE_MIN_BYTES) return this.makeStorage(allocateHost(nbytes));

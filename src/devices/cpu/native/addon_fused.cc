@@ -1,5 +1,4 @@
 // Fused kernels of compile's passes on cpu and their Node-API exports (see fused.h).
-#include <vector>
 
 #include "dtype.h"
 #include "fused.h"
@@ -17,17 +16,11 @@ void linear_add(const float* x, const FusedWeight& w, const void* bias, int bias
     const uint8_t* q = static_cast<const uint8_t*>(w.w);
     if (M == 1 && !bias) return linear_quantized(x, q, w.scales, w.bits, residual, kF32, out, M, N, K);
     linear_quantized(x, q, w.scales, w.bits, bias, bias_dtype, out, M, N, K);
-  } else if (M == 1) {
-    // The residual row is a bias: gemm adds it as it stores each output.
-    const BMatrix B{w.w, w.dtype, 1, K, true};
-    const float* b = residual;
-    std::vector<float> sum;
-    if (bias) {
-      sum.resize(N);
-      for (int64_t n = 0; n < N; ++n) sum[n] = load_float(bias, bias_dtype, n) + residual[n];
-      b = sum.data();
-    }
-    gemm_parallel(x, K, 1, K, B, b, out, N, N);
+  } else if (M == 1 && !bias) {
+    // Without bias one row's residual is the bias: gemm adds it to the finished sum, as the add
+    // would. (With a bias, dot + (bias + residual) would round differently from the plain ops'
+    // (dot + bias) + residual, so that case takes linear and the add below.)
+    gemm_parallel(x, K, 1, K, BMatrix{w.w, w.dtype, 1, K, true}, residual, out, N, N);
     return;
   } else {
     linear(x, w.w, w.dtype, bias, bias_dtype, out, M, N, K);

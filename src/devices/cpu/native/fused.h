@@ -1,6 +1,7 @@
-// Kernels for compiled graphs on cpu: fused kernels that compile's passes create
-// (src/compile/passes) with their Node-API exports (addon_fused.cc; contracts in native.ts; each
-// export checks every argument before its kernel runs), and the static KV cache's attention.
+// Fused kernels on cpu: those compile's passes create (src/compile/passes), which the eager fused
+// ops (src/tensor/fused.ts, fused_quantized.ts) call as well, with their Node-API exports
+// (addon_fused.cc; contracts in native.ts; each export checks every argument before its kernel
+// runs), and the static KV cache's attention.
 #pragma once
 
 #define NAPI_VERSION 8
