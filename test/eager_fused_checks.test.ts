@@ -9,10 +9,10 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 import * as torch from "../src/index.js";
-import type { Device, Storage } from "../src/index.js";
 import { RotaryAttention } from "../src/nn/attention.js";
 import { gatedMlpResidualQuantized, linearResidualQuantized, normLinearsQuantized } from "../src/tensor/fused_quantized.js";
 import { KVCache } from "../src/transformers/cache_utils.js";
+import { HostOnlyDevice } from "./helpers/host_only_device.js";
 import { lcgValues } from "./helpers/lcg.js";
 
 /** Deterministic pseudo-random float32 tensor with values in [-1, 1). */
@@ -78,17 +78,6 @@ test("rotaryCacheWrite with sin of another shape than cos, odd rotary dims or mo
     assert.deepEqual(Array.from(await vb.data(), Number), v0, `${what}: value buffer untouched`);
   }
 });
-
-/** A second device (host memory, no kernels): a tensor moved to it must not reach a cpu kernel. */
-class HostOnlyDevice implements Device {
-  readonly type = "hostonly";
-  readonly name = "hostonly";
-  allocate(n: number): Storage { return { device: this, handle: new Uint8Array(n), nbytes: n }; }
-  upload(bytes: Uint8Array): Storage { return { device: this, handle: bytes, nbytes: bytes.byteLength }; }
-  readSync(s: Storage, o: number, n: number) { return (s.handle as Uint8Array).subarray(o, o + n); }
-  async read(s: Storage, o: number, n: number) { return this.readSync(s, o, n).slice(); }
-  async synchronize() {}
-}
 
 test("the fused ops and quantizeBlocks' weight arena refuse tensors on two devices, naming both", () => {
   torch.registerDevice("hostonly", { synchronous: true, open: () => new HostOnlyDevice() });

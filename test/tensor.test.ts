@@ -2,7 +2,7 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 import * as T from "../src/index.js";
-import type { Device, Storage } from "../src/index.js";
+import { HostOnlyDevice } from "./helpers/host_only_device.js";
 
 const close = (a: ArrayLike<number>, b: ArrayLike<number>, tol = 1e-6) => {
   assert.equal(a.length, b.length);
@@ -141,15 +141,6 @@ test("scaled_dot_product_attention matches a direct computation (GQA, causal)", 
 });
 
 test("an op on two devices names both; an op with no kernel names op and device", async () => {
-  class HostOnlyDevice implements Device {
-    readonly type = "hostonly";
-    readonly name = "hostonly";
-    allocate(n: number): Storage { return { device: this, handle: new Uint8Array(n), nbytes: n }; }
-    upload(bytes: Uint8Array): Storage { return { device: this, handle: bytes, nbytes: bytes.byteLength }; }
-    readSync(s: Storage, o: number, n: number) { return (s.handle as Uint8Array).subarray(o, o + n); }
-    async read(s: Storage, o: number, n: number) { return this.readSync(s, o, n).slice(); }
-    async synchronize() {}
-  }
   T.registerDevice("hostonly", { synchronous: true, open: () => new HostOnlyDevice() });
   const a = T.tensor([1, 2]);
   const b = a.to("hostonly");
