@@ -13,6 +13,7 @@ import assert from "node:assert/strict";
 import { test } from "node:test";
 import { hasKernel, setKernelObserver } from "../src/devices/kernels.js";
 import * as torch from "../src/index.js";
+import { RotaryAttention } from "../src/nn/attention.js";
 import { KVCache } from "../src/transformers/cache_utils.js";
 import { AutoModelForCausalLM } from "../src/transformers/index.js";
 import { graphLog } from "./helpers/graph_log.js";
@@ -257,5 +258,56 @@ test("the block-quantized fused ops equal the plain quantized ops (fused kernels
         ? [["linearGroupQuantized"], ["linearAddQuantized"], ["linearGroupQuantized", "linearAddQuantized"]]
         : [["rmsNorm", "linearQuantizedGroup"], ["linearQuantized", "binary"], ["rmsNorm", "linearQuantizedGroup", "fusedElementwise", "linearQuantized", "binary"]]);
     }
+  }
+});
+
+test("eager decode attention read in place from the cache equals update() + sdpa (batches, head ratios, half caches, growth, softcap); masks, sinks and windows take sdpa", async () => {
+  let seed = 1;
+  const next = (shape: number[]) => rand(shape, seed++).div(2);
+  const rope = (B: number, L: number, R: number, past: number) => {
+    const c: number[] = [], s: number[] = [];
+    for (let b = 0; b < B; b++) for (let t = 0; t < L; t++) for (let r = 0; r < R; r++) {
+      const a = (past + t) * 10000 ** (-(2 * (r % (R / 2))) / R);
+      c.push(Math.cos(a)), s.push(Math.sin(a));
+    }
+    return [torch.tensor(c, { shape: [B, L, R] }), torch.tensor(s, { shape: [B, L, R] })];
+  };
+  type Case = { B: number; Hq: number; Hkv: number; dtype: "float32" | "bfloat16" | "float16"; maxLen: number; softcap?: number; window?: number; sinks?: boolean; mask?: boolean };
+  /** Outputs of a prompt of 3 then 12 decode steps, with the cache's reserve (in place) or without (update + sdpa), and the attention kernels called. */
+  const run = async (c: Case, inPlace: boolean) => {
+    seed = 7;
+    const attn = new RotaryAttention({ hiddenSize: 32, numHeads: c.Hq, numKvHeads: c.Hkv, headDim: 16, qkvBias: false, oBias: false, window: c.window ?? 0, softcap: c.softcap, sinks: c.sinks });
+    for (const [, p] of attn.namedParameters()) p.set(next([...p.shape]));
+    const cache = new KVCache(1, "dynamic", c.maxLen, c.dtype).layers[0];
+    if (!inPlace) (cache as { reserve?: unknown }).reserve = undefined;
+    const outs: number[][] = [], ops: string[] = [];
+    for (let step = 0, past = 0; step < 13; step++) {
+      const L = step === 0 ? 3 : 1;
+      const [cos, sin] = rope(c.B, L, 16, past);
+      const mask = c.mask ? torch.zeros([c.B, 1, L, past + L]) : null;
+      let y: torch.Tensor | null = null;
+      const seen = kernelsOf(() => (y = attn.forward(next([c.B, L, 32]), cos, sin, mask, cache)));
+      outs.push(Array.from(await y!.data(), Number));
+      if (step > 0) ops.push(...seen.filter((op) => op === "pagedAttention" || op === "sdpa"));
+      past += L;
+    }
+    return { outs, ops };
+  };
+  const cases: Case[] = [
+    { B: 1, Hq: 4, Hkv: 2, dtype: "float32", maxLen: 6 },
+    { B: 3, Hq: 8, Hkv: 1, dtype: "bfloat16", maxLen: 4, softcap: 0.5 },
+    { B: 2, Hq: 4, Hkv: 4, dtype: "float16", maxLen: 32 },
+  ];
+  for (const c of cases) {
+    const [fast, plain] = [await run(c, true), await run(c, false)];
+    assert.deepEqual(fast.ops, Array(12).fill("pagedAttention"), JSON.stringify(c));
+    for (let i = 0; i < fast.outs.length; i++) {
+      const d = maxAbsDiff(fast.outs[i], plain.outs[i]);
+      assert.ok(d <= 1e-6, `${JSON.stringify(c)} step ${i}: max |in place - sdpa| = ${d}`);
+    }
+  }
+  for (const c of [{ window: 4 }, { sinks: true }, { mask: true }] as Partial<Case>[]) {
+    const { ops } = await run({ B: 1, Hq: 4, Hkv: 2, dtype: "float32", maxLen: 16, ...c }, true);
+    assert.deepEqual(ops, Array(12).fill("sdpa"), JSON.stringify(c));
   }
 });

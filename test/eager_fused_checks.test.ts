@@ -79,6 +79,16 @@ test("rotaryCacheWrite with sin of another shape than cos, odd rotary dims or mo
   }
 });
 
+test("rotaryCacheWrite with v that does not fit its buffer throws before writing k", async () => {
+  const [B, L, Hq, Hkv, D, cap] = [1, 1, 4, 2, 8, 6];
+  const q = rand([B, L, Hq, D], 1), k = rand([B, L, Hkv, D], 2), v = rand([B, L, Hkv, 6], 3);
+  const kb = rand([B, cap, Hkv, D], 60), vb = rand([B, cap, Hkv, D], 61), [cos, sin] = [rand([B, L, D], 4), rand([B, L, D], 5)];
+  const k0 = Array.from(await kb.data(), Number);
+  assert.throws(() => torch.rotaryCacheWrite(q, k, v, cos, sin, kb, vb, 2),
+    /rotary_cache_write: k \[1,1,2,8\] \/ v \[1,1,2,6\] do not fit positions \[2, 3\) of the buffers \[1,6,2,8\] \/ \[1,6,2,8\]/);
+  assert.deepEqual(Array.from(await kb.data(), Number), k0, "key buffer untouched");
+});
+
 test("the fused ops and quantizeBlocks' weight arena refuse tensors on two devices, naming both", () => {
   torch.registerDevice("hostonly", { synchronous: true, open: () => new HostOnlyDevice() });
   const away = (t: torch.Tensor) => t.to("hostonly");

@@ -3,7 +3,8 @@
  * stories260K (last-position logits within 1e-3, greedy continuations equal) and every tiny
  * fixture whose architecture tsorch supports (full logits within 1e-3, greedy ids of each row and
  * of the left-padded batch equal, dynamic and static caches). Also half-precision weights (against
- * the cpu device), model.to("webgpu") and `tsorch generate --device webgpu`.
+ * the cpu device; and with half KV caches, greedy ids against transformers'), model.to("webgpu")
+ * and `tsorch generate --device webgpu`.
  */
 import assert from "node:assert/strict";
 import { execFile } from "node:child_process";
@@ -68,6 +69,23 @@ test("stories260K with float16 and bfloat16 weights on webgpu: weights stay as s
     const want = (await cpu.logits([g.input_ids]).data()) as Float32Array;
     const got = (await gpu.logits([g.input_ids]).data()) as Float32Array;
     assert.ok(maxAbsDiff(got, want) < 1e-4, `${dtype}: max diff ${maxAbsDiff(got, want)}`);
+  }
+});
+
+test("stories260K with float16 and bfloat16 weights and KV caches on webgpu: greedy ids equal transformers' (dynamic and static caches)", async (t) => {
+  const skip = missing(STORIES);
+  if (skip) return t.skip(skip);
+  if (!(await webgpuOrSkip(t))) return;
+  // webgpu's paged kernels take float32 pools only: a half dynamic cache writes and attends through
+  // the plain ops, the static cache allocates float32 pools (restrictPoolDtypes).
+  for (const dtype of ["float16", "bfloat16"]) {
+    const gpu = await AutoModelForCausalLM.fromPretrained(STORIES, { dtype, device: "webgpu" });
+    for (const g of readJson(path.join(STORIES, "expected.json")).generation) {
+      for (const cacheImplementation of CACHES) {
+        const out = await gpu.generate(g.input_ids, { maxNewTokens: 16, eosTokenId: [], doSample: false, cacheImplementation });
+        assert.deepEqual(out.slice(g.input_ids.length), g.greedy_new_ids.slice(0, 16), `${dtype}, ${cacheImplementation} cache`);
+      }
+    }
   }
 });
 

@@ -95,7 +95,8 @@ export interface KernelSignatures {
   sdpa(q: TensorView, k: TensorView, v: TensorView, mask: TensorView | null, out: TensorView, p: SdpaParams): void;
   /** Attention through a paged KV cache (vLLM's PagedAttention), over a ragged batch of T query
    * tokens: q [T, Hq, D] contiguous float32; kCache [N, bs, Hkv, D] / vCache [N, bs, Hkv, Dv]
-   * contiguous float32 block pools; blockTables [S, maxBlocks] int32 (block ids of each sequence);
+   * contiguous block pools of one dtype (float32, bfloat16 or float16; a device taking fewer
+   * declares it with restrictPoolDtypes); blockTables [S, maxBlocks] int32 (block ids of each sequence);
    * tokenSeq [T] int32 (sequence of each token, < S); tokenPos [T] int32 (its position). Token t
    * attends to the keys at positions max(0, pos - window + 1) .. pos of its sequence, whose slots
    * are blockTables[seq][p / bs] * bs + p % bs; out [T, Hq, Dv]. */
@@ -278,6 +279,24 @@ export function setKernelObserver(o: KernelObserver | null): KernelObserver | nu
   const prev = observer;
   observer = o;
   return prev;
+}
+
+/** Pool dtypes by device type, then op, where a device's kernels take fewer than the front-end's. */
+const poolDtypes = new Map<string, Map<string, readonly string[]>>();
+
+/**
+ * Declare that op `op` on `deviceType` reads and writes KV block pools of these dtypes only (webgpu's
+ * paged-attention kernels: float32); undeclared, a kernel takes every dtype its front-end allows.
+ */
+export function restrictPoolDtypes(op: OpName, deviceType: string, dtypes: readonly string[]): void {
+  let ops = poolDtypes.get(deviceType);
+  if (!ops) poolDtypes.set(deviceType, (ops = new Map()));
+  ops.set(op, dtypes);
+}
+
+/** Whether op `op`'s kernel on `deviceType` takes KV block pools of `dtype` (see restrictPoolDtypes). */
+export function kernelTakesPools(op: OpName, deviceType: string, dtype: string): boolean {
+  return poolDtypes.get(deviceType)?.get(op)?.includes(dtype) ?? true;
 }
 
 /** Whether op `op` has a kernel on devices of `deviceType` (front-ends of optional fused ops). */

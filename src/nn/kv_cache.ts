@@ -21,7 +21,12 @@ export interface AttentionKVCache {
   reserve?(k: Tensor, v: Tensor, window?: number): KVReservation | null;
 }
 
-/** What AttentionKVCache.reserve returns: the cache buffers [B, capacity, Hkv, D|Dv] (contiguous), where to write, and update()'s result. */
+/**
+ * What AttentionKVCache.reserve returns: the cache buffers [B, capacity, Hkv, D|Dv] (contiguous),
+ * where to write, and update()'s result. keys/values are views of the buffers' positions
+ * [at + L - Lk, at + L): a cache without a window keeps every position from the buffers' front
+ * (Lk = at + L), which decode attention relies on to read the buffers in place.
+ */
 export interface KVReservation {
   keyBuffer: Tensor;
   valueBuffer: Tensor;

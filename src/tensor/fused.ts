@@ -11,7 +11,7 @@
  * While a trace observer is installed (compile/'s capture) they always run as the plain ops, so a
  * captured graph holds the canonical ops and compile/'s passes choose the fusions themselves.
  */
-import { hasKernel, getKernel, type FusedStep, type OpName } from "../devices/kernels.js";
+import { hasKernel, getKernel, kernelTakesPools, type FusedStep, type OpName } from "../devices/kernels.js";
 import { isFloating } from "./dtype.js";
 import { add, applyRotary, checkSameDevice, copyInto, empty, linear, mul, rmsNorm, silu } from "./ops.js";
 import { numel, sameShape } from "./shape.js";
@@ -133,8 +133,9 @@ export function normLinears(x: Tensor, norm: RmsNormParams | null, ws: readonly 
  * (contiguous, float32/16/bf16 as stored), and rotary(q) returned. q [B, L, Hq, D], k [B, L, Hkv, D],
  * v [B, L, Hkv, Dv] float; cos/sin [B, L, R] as applyRotary (one shape, R <= D even). Returns
  * float32 [B, L, Hq, D]. One rotaryKVWrite call (the buffers as pools of B blocks of `capacity`
- * slots) where the device has it and everything fits, else applyRotary and copyInto (same values,
- * same op order; their errors, thrown before anything is written, for shapes that do not fit).
+ * slots) where the device has it for these buffers and everything fits, else applyRotary and
+ * copyInto (same values, same op order). Shapes that do not fit throw before anything is written:
+ * applyRotary's error, or a RangeError when k or v does not fit its buffer at [at, at + L).
  */
 export function rotaryCacheWrite(q: Tensor, k: Tensor, v: Tensor, cos: Tensor, sin: Tensor, kBuf: Tensor, vBuf: Tensor, at: number): Tensor {
   checkSameDevice("rotary_cache_write", q, k, v, cos, sin, kBuf, vBuf);
@@ -143,9 +144,12 @@ export function rotaryCacheWrite(q: Tensor, k: Tensor, v: Tensor, cos: Tensor, s
     && sameShape(v.shape.slice(0, 3), [B, L, Hkv]) && sameShape(kBuf.shape, [B, cap, Hkv, D]) && sameShape(vBuf.shape, [B, cap, Hkv, Dv])
     && kBuf.dtype === vBuf.dtype && isFloating(kBuf.dtype) && kBuf.isContiguous && vBuf.isContiguous && kBuf.offset === 0 && vBuf.offset === 0
     && cos.ndim === 3 && cos.shape[0] === B && cos.shape[1] === L && sameShape(cos.shape, sin.shape) && R % 2 === 0 && R <= D && [q, k, v].every((t) => t.dtype === "float32") && at >= 0 && at + L <= cap && B * L > 0;
-  if (!fits || !fusable("rotaryKVWrite", q)) {
-    const qr = applyRotary(q, cos, sin);
-    copyInto(applyRotary(k, cos, sin), kBuf.narrow(1, at, L));
+  if (!fits || !fusable("rotaryKVWrite", q) || !kernelTakesPools("rotaryKVWrite", q.device.type, kBuf.dtype)) {
+    const qr = applyRotary(q, cos, sin), kr = applyRotary(k, cos, sin);
+    if (at < 0 || at + L > cap || !sameShape(kBuf.narrow(1, at, L).shape, k.shape) || vBuf.ndim !== 4 || !sameShape(vBuf.narrow(1, at, L).shape, v.shape)) {
+      throw new RangeError(`rotary_cache_write: k [${k.shape}] / v [${v.shape}] do not fit positions [${at}, ${at + L}) of the buffers [${kBuf.shape}] / [${vBuf.shape}]`);
+    }
+    copyInto(kr, kBuf.narrow(1, at, L));
     copyInto(v, vBuf.narrow(1, at, L));
     return qr;
   }

@@ -5,7 +5,7 @@
  * positions) to their sequences' cached keys through the block tables.
  */
 import type { Device } from "../devices/device.js";
-import { getKernel, hasKernel } from "../devices/kernels.js";
+import { getKernel, hasKernel, kernelTakesPools } from "../devices/kernels.js";
 import { checkSameDevice, empty } from "./ops.js";
 import { keep } from "./scope.js";
 import { Tensor } from "./tensor.js";
@@ -101,11 +101,11 @@ function rowIndex(B: number, at: number, device: Device): { tables: Tensor; rows
 /**
  * Whether cacheDecodeAttention runs as one paged-attention kernel call for q [B, 1, Hq, D] and
  * cache buffers of dtype `dtype` (else attend through scaledDotProductAttention): eager (not
- * tracing), a device with the `pagedAttention` kernel, a pool dtype.
+ * tracing), a device with the `pagedAttention` kernel taking pools of that dtype.
  */
 export function canAttendInCache(q: Tensor, dtype: string): boolean {
   return q.ndim === 4 && q.shape[1] === 1 && (POOL_DTYPES as readonly string[]).includes(dtype)
-    && traceObserver() === null && hasKernel("pagedAttention", q.device.type);
+    && traceObserver() === null && hasKernel("pagedAttention", q.device.type) && kernelTakesPools("pagedAttention", q.device.type, dtype);
 }
 
 /**
@@ -115,10 +115,15 @@ export function canAttendInCache(q: Tensor, dtype: string): boolean {
  * row in one pass, no copies) attends them. q [B, 1, Hq, D] float (rotary applied), one new
  * position per row at `at`, whose keys and values are already written; each row sees positions
  * [0, at]. Causal, no padding mask, no sinks (the caller falls back to scaledDotProductAttention
- * for those). Returns float32 [B, 1, Hq * Dv]; errors are pagedAttention's.
+ * for those). Returns float32 [B, 1, Hq * Dv]. Throws RangeError for q not [B, 1, Hq, D], buffers
+ * not of B rows or `at` outside them; other errors are pagedAttention's.
  */
 export function cacheDecodeAttention(q: Tensor, keyBuffer: Tensor, valueBuffer: Tensor, at: number, o: PagedAttentionOptions = {}): Tensor {
-  const [B, , Hq, D] = q.shape;
+  const op = "cache_decode_attention";
+  const [B, , Hq, D] = q.shape, capacity = keyBuffer.shape[1];
+  if (q.ndim !== 4 || q.shape[1] !== 1) throw new RangeError(`${op}: q must be [B, 1, Hq, D] (one new position per row), got [${q.shape}]`);
+  if (keyBuffer.ndim !== 4 || keyBuffer.shape[0] !== B) throw new RangeError(`${op}: the cache buffers [${keyBuffer.shape}] must be [${B}, capacity, Hkv, D] for q [${q.shape}]`);
+  if (!Number.isInteger(at) || at < 0 || at >= capacity) throw new RangeError(`${op}: position ${at} is outside the cache's ${capacity} positions`);
   const { tables, rows, positions } = rowIndex(B, at, q.device);
   return pagedAttention(q.reshape(B, Hq, D), keyBuffer, valueBuffer, tables, rows, positions, o).view(B, 1, Hq * valueBuffer.shape[3]);
 }

@@ -15,6 +15,7 @@ import type { Device } from "../devices/device.js";
 import type { CausalAttentionOptions } from "../nn/attention.js";
 import type { DType } from "../tensor/dtype.js";
 import { empty } from "../tensor/ops.js";
+import { kernelTakesPools } from "../devices/kernels.js";
 import { pagedAttention, pagedKVWrite, POOL_DTYPES } from "../tensor/paged_attention.js";
 import { keep } from "../tensor/scope.js";
 import type { Tensor } from "../tensor/tensor.js";
@@ -54,11 +55,13 @@ export class StaticKVCache extends KVCache {
 
   /**
    * Zero-free buffers for B rows of `capacity` positions, one pair per layer of `heads`: of
-   * `dtype` on cpu (half the bytes to write and read for a half cache), float32 elsewhere (the
-   * webgpu paged kernels read float32 pools only, as serve's engine allocates them).
+   * `dtype` where the device's paged kernels take such pools (cpu: half the bytes to write and read
+   * for a half cache), else float32 (webgpu's paged kernels read float32 pools only).
    */
   static allocate(heads: KVHeads[], batch: number, capacity: number, dtype: DType, device: Device): StaticKVCache {
-    const pool: DType = device.type === "cpu" && (POOL_DTYPES as readonly string[]).includes(dtype) ? dtype : "float32";
+    const takes = (POOL_DTYPES as readonly string[]).includes(dtype)
+      && (["pagedKVWrite", "pagedAttention"] as const).every((op) => kernelTakesPools(op, device.type, dtype));
+    const pool: DType = takes ? dtype : "float32";
     const buf = (h: KVHeads) => keep(empty([batch, capacity, h.numKvHeads, h.headDim], pool, device));
     return new StaticKVCache(heads.map((h) => ({ keys: buf(h), values: buf(h) })), dtype);
   }

@@ -4,7 +4,7 @@
  * where a device has none) and the quantized-weight forms of compile's fused linears (cpu only:
  * their passes leave quantized linears alone on webgpu).
  */
-import type { KernelSignatures } from "../../kernels.js";
+import type { KernelSignatures, OpName } from "../../kernels.js";
 import { attentionKernels } from "./attention.js";
 import { elementwiseKernels } from "./elementwise.js";
 import { gatedDeltaKernels } from "./gated_delta.js";
@@ -43,3 +43,6 @@ export const webgpuKernels: Omit<KernelSignatures, "quantizeBlocks" | "moeExpert
   ...mxfp4Kernels,
   ...quantLinearKernels,
 };
+
+/** Ops whose WGSL kernels read and write float32 KV block pools only (declared with restrictPoolDtypes). */
+export const FLOAT32_POOL_OPS: readonly OpName[] = ["pagedAttention", "pagedKVWrite", "rotaryKVWrite", "pagedAttentionLinearAdd"];
