@@ -91,6 +91,15 @@ test("a bfloat16 model keeps bfloat16 block pools (as generate keeps its KV cach
   assert.equal(engine.pool.numUsed, 0);
 });
 
+test("a bfloat16 model on webgpu gets float32 block pools (its paged kernels take no others); asking for bfloat16 pools there is refused", { skip }, async (t) => {
+  if (!(await webgpuOrSkip(t))) return;
+  const model = await AutoModelForCausalLM.fromPretrained(STORIES, { dtype: "bfloat16", device: "webgpu" });
+  const o = { maxNumSeqs: 4, maxNumBatchedTokens: 16, maxModelLen: 96, blockSize: 4, kvCacheBytes: 1 << 20, maxQueue: 4 };
+  assert.equal(new Engine(model, o).cache.dtype, "float32");
+  assert.throws(() => new Engine(model, { ...o, kvCacheDtype: "bfloat16" }),
+    /^Error: kvCacheDtype bfloat16: the webgpu device's paged-attention kernels do not take bfloat16 KV pools; use float32$/);
+});
+
 test("a prompt longer than max-model-len and a KV cache too small for one sequence are refused", { skip }, async () => {
   const model = await AutoModelForCausalLM.fromPretrained(STORIES);
   assert.throws(() => new Engine(model, { maxNumSeqs: 1, maxNumBatchedTokens: 8, blockSize: 4, kvCacheBytes: 1 << 10, maxQueue: 1 }), /KV cache of 1024 bytes holds 0 blocks .* raise --kv-cache-memory or lower --max-model-len/);

@@ -7,6 +7,7 @@
  * Between iterations the event loop runs, so new requests join and cancellations land at the next
  * step.
  */
+import { kernelTakesPools } from "../devices/kernels.js";
 import { argmax } from "../tensor/ops.js";
 import { tidy } from "../tensor/scope.js";
 import type { Tensor } from "../tensor/tensor.js";
@@ -72,7 +73,10 @@ export class Engine {
     this.maxModelLen = Math.min(o.maxModelLen ?? Infinity, model.maxPositions, recompute);
     const shape = kvShapeOf(model);
     const half = model.dtype === "bfloat16" || model.dtype === "float16";
-    const dtype: PoolDType = o.kvCacheDtype ?? (half && model.device.type !== "webgpu" ? model.dtype as PoolDType : "float32");
+    // The pools' dtype: the model's half dtype where the device's paged kernels take it (cpu; not webgpu's).
+    const takes = (d: string) => (["pagedKVWrite", "pagedAttention"] as const).every((op) => kernelTakesPools(op, model.device.type, d));
+    const dtype: PoolDType = o.kvCacheDtype ?? (half && takes(model.dtype) ? model.dtype as PoolDType : "float32");
+    if (!takes(dtype)) throw new Error(`kvCacheDtype ${dtype}: the ${model.device.type} device's paged-attention kernels do not take ${dtype} KV pools; use float32`);
     const blockBytes = PagedKVCache.blockBytes(shape, o.blockSize, dtype);
     const numBlocks = Math.floor(o.kvCacheBytes / blockBytes);
     const needed = Math.ceil(this.maxModelLen / o.blockSize);
