@@ -7,8 +7,8 @@
  * Between iterations the event loop runs, so new requests join and cancellations land at the next
  * step.
  */
-import { kernelTakesPools } from "../devices/kernels.js";
 import { argmax } from "../tensor/ops.js";
+import { pagedKernelsTake } from "../tensor/paged_attention.js";
 import { tidy } from "../tensor/scope.js";
 import type { Tensor } from "../tensor/tensor.js";
 import type { PreTrainedModel } from "../transformers/modeling_utils.js";
@@ -74,7 +74,7 @@ export class Engine {
     const shape = kvShapeOf(model);
     const half = model.dtype === "bfloat16" || model.dtype === "float16";
     // The pools' dtype: the model's half dtype where the device's paged kernels take it (cpu; not webgpu's).
-    const takes = (d: string) => (["pagedKVWrite", "pagedAttention"] as const).every((op) => kernelTakesPools(op, model.device.type, d));
+    const takes = (d: string) => pagedKernelsTake(model.device.type, d);
     const dtype: PoolDType = o.kvCacheDtype ?? (half && takes(model.dtype) ? model.dtype as PoolDType : "float32");
     if (!takes(dtype)) throw new Error(`kvCacheDtype ${dtype}: the ${model.device.type} device's paged-attention kernels do not take ${dtype} KV pools; use float32`);
     const blockBytes = PagedKVCache.blockBytes(shape, o.blockSize, dtype);

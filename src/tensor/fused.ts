@@ -146,11 +146,13 @@ export function rotaryCacheWrite(q: Tensor, k: Tensor, v: Tensor, cos: Tensor, s
     && cos.ndim === 3 && cos.shape[0] === B && cos.shape[1] === L && sameShape(cos.shape, sin.shape) && R % 2 === 0 && R <= D && [q, k, v].every((t) => t.dtype === "float32") && at >= 0 && at + L <= cap && B * L > 0;
   if (!fits || !fusable("rotaryKVWrite", q) || !kernelTakesPools("rotaryKVWrite", q.device.type, kBuf.dtype)) {
     const qr = applyRotary(q, cos, sin), kr = applyRotary(k, cos, sin);
-    if (at < 0 || at + L > cap || !sameShape(kBuf.narrow(1, at, L).shape, k.shape) || vBuf.ndim !== 4 || !sameShape(vBuf.narrow(1, at, L).shape, v.shape)) {
+    const fitsAt = at >= 0 && at + L <= cap && kBuf.ndim === 4 && vBuf.ndim === 4;
+    const [kDst, vDst] = fitsAt ? [kBuf.narrow(1, at, L), vBuf.narrow(1, at, L)] : [null, null];
+    if (!kDst || !vDst || !sameShape(kDst.shape, k.shape) || !sameShape(vDst.shape, v.shape)) {
       throw new RangeError(`rotary_cache_write: k [${k.shape}] / v [${v.shape}] do not fit positions [${at}, ${at + L}) of the buffers [${kBuf.shape}] / [${vBuf.shape}]`);
     }
-    copyInto(kr, kBuf.narrow(1, at, L));
-    copyInto(v, vBuf.narrow(1, at, L));
+    copyInto(kr, kDst);
+    copyInto(v, vDst);
     return qr;
   }
   const slots = new Int32Array(B * L);

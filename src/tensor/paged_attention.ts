@@ -86,6 +86,15 @@ export function pagedAttention(q: Tensor, kCache: Tensor, vCache: Tensor, blockT
   return out;
 }
 
+/**
+ * Whether `deviceType`'s pagedKVWrite and pagedAttention kernels take block pools of `dtype` (a
+ * pool dtype the device did not restrict, devices/kernels.ts restrictPoolDtypes).
+ */
+export function pagedKernelsTake(deviceType: string, dtype: string): boolean {
+  return (POOL_DTYPES as readonly string[]).includes(dtype)
+    && kernelTakesPools("pagedKVWrite", deviceType, dtype) && kernelTakesPools("pagedAttention", deviceType, dtype);
+}
+
 /** A decode step's index tensors over caches of B rows, shared by the layers of the step (rowIndex). */
 let lastIndex: { B: number; at: number; device: Device; tables: Tensor; rows: Tensor; positions: Tensor } | null = null;
 
@@ -104,8 +113,8 @@ function rowIndex(B: number, at: number, device: Device): { tables: Tensor; rows
  * tracing), a device with the `pagedAttention` kernel taking pools of that dtype.
  */
 export function canAttendInCache(q: Tensor, dtype: string): boolean {
-  return q.ndim === 4 && q.shape[1] === 1 && (POOL_DTYPES as readonly string[]).includes(dtype)
-    && traceObserver() === null && hasKernel("pagedAttention", q.device.type) && kernelTakesPools("pagedAttention", q.device.type, dtype);
+  return q.ndim === 4 && q.shape[1] === 1 && traceObserver() === null && hasKernel("pagedAttention", q.device.type)
+    && pagedKernelsTake(q.device.type, dtype);
 }
 
 /**

@@ -15,8 +15,7 @@ import type { Device } from "../devices/device.js";
 import type { CausalAttentionOptions } from "../nn/attention.js";
 import type { DType } from "../tensor/dtype.js";
 import { empty } from "../tensor/ops.js";
-import { kernelTakesPools } from "../devices/kernels.js";
-import { pagedAttention, pagedKVWrite, POOL_DTYPES } from "../tensor/paged_attention.js";
+import { pagedAttention, pagedKernelsTake, pagedKVWrite } from "../tensor/paged_attention.js";
 import { keep } from "../tensor/scope.js";
 import type { Tensor } from "../tensor/tensor.js";
 import { KVCache, SelfAttendingLayer } from "./cache_utils.js";
@@ -59,9 +58,7 @@ export class StaticKVCache extends KVCache {
    * for a half cache), else float32 (webgpu's paged kernels read float32 pools only).
    */
   static allocate(heads: KVHeads[], batch: number, capacity: number, dtype: DType, device: Device): StaticKVCache {
-    const takes = (POOL_DTYPES as readonly string[]).includes(dtype)
-      && (["pagedKVWrite", "pagedAttention"] as const).every((op) => kernelTakesPools(op, device.type, dtype));
-    const pool: DType = takes ? dtype : "float32";
+    const pool: DType = pagedKernelsTake(device.type, dtype) ? dtype : "float32";
     const buf = (h: KVHeads) => keep(empty([batch, capacity, h.numKvHeads, h.headDim], pool, device));
     return new StaticKVCache(heads.map((h) => ({ keys: buf(h), values: buf(h) })), dtype);
   }
