@@ -5,11 +5,15 @@
  * residual that would round differently if the kernel summed them first included), normLinears
  * (one linearGroup) equal to rmsNorm then linears, for one row (decode), prefill rows and a
  * batch, float32 and bfloat16 weights, and their fallbacks (other dtypes, broadcasting, inside a
- * trace); rotaryCacheWrite (one rotaryKVWrite) equal to applyRotary and copies into the cache buffer.
+ * trace); rotaryCacheWrite (one rotaryKVWrite) equal to applyRotary and copies into the cache buffer,
+ * and with Qwen3's q/k norms (one normRotaryKVWrite) equal to rmsNorm first; Qwen3's decode steps
+ * through that path against transformers' logits.
  * Then a decoder LM (stories260K) whose layers take the fused paths against the same model with them
  * switched off.
  */
 import assert from "node:assert/strict";
+import { readFileSync } from "node:fs";
+import path from "node:path";
 import { test } from "node:test";
 import { hasKernel, setKernelObserver } from "../src/devices/kernels.js";
 import * as torch from "../src/index.js";
@@ -18,7 +22,7 @@ import { KVCache } from "../src/transformers/cache_utils.js";
 import { AutoModelForCausalLM } from "../src/transformers/index.js";
 import { graphLog } from "./helpers/graph_log.js";
 import { lcgValues } from "./helpers/lcg.js";
-import { maxAbsDiff, missing, STORIES } from "./helpers/shared.js";
+import { maxAbsDiff, missing, STORIES, TINY } from "./helpers/shared.js";
 
 /** Deterministic pseudo-random float32 tensor with values in [-1, 1). */
 function rand(shape: number[], seed: number): torch.Tensor {
@@ -161,6 +165,61 @@ for (const dtype of ["float32", "bfloat16"] as const) {
     assert.deepEqual(ops, ["rotary", "rotary", "copy", "copy"], "strided buffer: plain ops");
   });
 }
+
+for (const normDtype of ["float32", "bfloat16"] as const) {
+  test(`rotaryCacheWrite with q/k norms (${normDtype} weights) equals rmsNorm then rotaryCacheWrite, in one normRotaryKVWrite call`, async () => {
+    const [Hq, Hkv, D, R, cap] = [4, 2, 16, 12, 9];
+    for (const [B, L, at, offset, cacheDtype, seed] of [[1, 1, 4, 0, "float32", 1], [2, 3, 0, 1, "bfloat16", 2], [1, 2, 7, 0, "float16", 3]] as const) {
+      const q = rand([B, L, Hq, D], seed).mul(3), k = rand([B, L, Hkv, D], seed + 1).mul(3), v = rand([B, L, Hkv, D], seed + 2);
+      const cos = rand([B, L, R], seed + 3), sin = rand([B, L, R], seed + 4);
+      const norm = { q: rand([D], seed + 5).to(normDtype), k: rand([D], seed + 6).to(normDtype), eps: 1e-6, offset };
+      const bufs = () => [rand([B, cap, Hkv, D], 60).to(cacheDtype), rand([B, cap, Hkv, D], 61).to(cacheDtype)];
+      const [kb, vb] = bufs(), [kw, vw] = bufs();
+      let got: torch.Tensor | null = null;
+      const ops = kernelsOf(() => (got = torch.rotaryCacheWrite(q, k, v, cos, sin, kb, vb, at, norm)));
+      assert.deepEqual(ops, ["normRotaryKVWrite"], "one call on cpu");
+      const want = torch.rotaryCacheWrite(torch.rmsNorm(q, norm.q, 1e-6, offset), torch.rmsNorm(k, norm.k, 1e-6, offset), v, cos, sin, kw, vw, at);
+      const what = `B ${B}, L ${L}, offset ${offset}, ${cacheDtype} cache`;
+      await close(got!, want, 0, `${what}: q`);
+      await close(kb, kw, 0, `${what}: key buffer`);
+      await close(vb, vw, 0, `${what}: value buffer`);
+    }
+    // Norm weights of two dtypes, or of the wrong size, take the plain ops (rmsNorm's error for the latter).
+    const [q, k, v, cos, sin] = [rand([1, 1, 2, 8], 1), rand([1, 1, 2, 8], 2), rand([1, 1, 2, 8], 3), rand([1, 1, 8], 4), rand([1, 1, 8], 5)];
+    const [kb, vb] = [rand([1, 4, 2, 8], 6), rand([1, 4, 2, 8], 7)];
+    const mixed = { q: rand([8], 8), k: rand([8], 9).to("bfloat16"), eps: 1e-6, offset: 0 };
+    assert.deepEqual(kernelsOf(() => torch.rotaryCacheWrite(q, k, v, cos, sin, kb, vb, 1, mixed)), ["rmsNorm", "rmsNorm", "rotaryKVWrite"]);
+    assert.throws(() => torch.rotaryCacheWrite(q, k, v, cos, sin, kb, vb, 2, { ...mixed, k: rand([4], 9) }), /rms_norm|rmsNorm|shape/i);
+    const untouched = Array.from(await rand([1, 4, 2, 8], 6).data(), Number);
+    assert.deepEqual(Array.from(await kb.narrow(1, 2, 2).data(), Number), untouched.slice(32), "nothing written at 2 by the call that threw");
+  });
+}
+
+test("Qwen3's decode steps (q/k norms inside the fused rotary + KV write) give transformers' logits at every position (tiny fixture)", async (t) => {
+  const dir = path.join(TINY, "qwen3");
+  const skip = missing(dir);
+  if (skip) return t.skip(skip);
+  const model = await AutoModelForCausalLM.fromPretrained(dir);
+  const e = JSON.parse(readFileSync(path.join(dir, "expected.json"), "utf8")) as { input_ids: number[][]; logits: number[][][] };
+  const ids = e.input_ids[0], prompt = 3;
+  const cache = new KVCache(model.numLayers, "dynamic", ids.length, "float32");
+  const step = (chunk: number[], past: number) => model.forward({
+    inputIds: model.idsTensor([chunk]), positionIds: [chunk.map((_, i) => past + i)], attentionMask: null, cache,
+  });
+  const first = Array.from(await step(ids.slice(0, prompt), 0).data(), Number);
+  for (let p = 0; p < prompt; p++) {
+    const d = maxAbsDiff(first.slice(p * 512, (p + 1) * 512), e.logits[0][p]);
+    assert.ok(d < 1e-4, `prefill position ${p}: max |tsorch - transformers| = ${d}`);
+  }
+  for (let p = prompt; p < ids.length; p++) {
+    let logits: torch.Tensor | null = null;
+    const ops = kernelsOf(() => (logits = step([ids[p]], p)));
+    assert.equal(ops.filter((op) => op === "normRotaryKVWrite").length, model.numLayers, "one fused norm + rotary + KV write per layer");
+    assert.equal(ops.filter((op) => op === "rotaryKVWrite").length, 0);
+    const d = maxAbsDiff(Array.from(await logits!.data(), Number), e.logits[0][p]);
+    assert.ok(d < 1e-4, `decode position ${p}: max |tsorch - transformers| = ${d}`);
+  }
+});
 
 test("inside a trace the fused ops record the plain ops (compile's passes choose the fusions)", () => {
   torch.compiler.reset();

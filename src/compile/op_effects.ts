@@ -12,5 +12,5 @@ export const WRITTEN_ARGS: Readonly<Partial<Record<OpName, readonly number[]>>> 
   embedding: [2], conv2d: [3], groupNorm: [3], upsampleNearest2d: [1], dequantMxfp4: [2], quantizeBlocks: [2, 3], linearQuantized: [5], sort: [1, 2], topk: [2, 3], fusedElementwise: [2], linearGroup: [3], rotaryKVWrite: [1, 6, 7],
   linearAdd: [4], linearQuantizedGroup: [5],
   linearArgmax: [3], pagedAttentionLinearAdd: [10], linearGroupLinearAdd: [7],
-  linearGroupQuantized: [3], linearAddQuantized: [4], linearArgmaxQuantized: [3],
+  linearGroupQuantized: [3], linearAddQuantized: [4], linearArgmaxQuantized: [3], normRotaryKVWrite: [1, 6, 7],
 };

@@ -232,6 +232,20 @@ export interface KernelSignatures {
   /** linearArgmax with a block-quantized LM head (compile's linear-argmax fusion): the logits
    * linearQuantized computes, reduced as linearArgmax's. */
   linearArgmaxQuantized(x: TensorView, norm: LinearGroupNorm | null, w: QuantizedWeight, out: TensorView): void;
+  /** rotaryKVWrite (no `rows`) of q and k normalized per head first: rmsNorm(q, norm.q, eps, offset)
+   * and rmsNorm(k, norm.k, …) over their last dim D (Qwen3's q_norm / k_norm), then rotary and the
+   * KV write; the values of rmsNorm then rotaryKVWrite (called eagerly by tensor/fused.ts
+   * rotaryCacheWrite). */
+  normRotaryKVWrite(q: TensorView, qOut: TensorView, k: TensorView, v: TensorView, cos: TensorView, sin: TensorView,
+    kCache: TensorView, vCache: TensorView, slots: TensorView, norm: QKNorm): void;
+}
+
+/** Per-head RMS norms of q and k (rmsNorm weights [D], eps and weight offset), as normRotaryKVWrite takes them. */
+export interface QKNorm {
+  readonly q: TensorView;
+  readonly k: TensorView;
+  readonly eps: number;
+  readonly offset: number;
 }
 
 /** A block-quantized weight [N, K] as linearQuantized takes it (q int32 [N, K * bits / 32], scales

@@ -5,7 +5,7 @@
  * of heads back to [B, L, Hq*Dv]; and RotaryAttention, the q/k/v/o-projection attention module of
  * Llama and the families derived from it.
  */
-import { linearResidual, normLinears, rotaryCacheWrite } from "../tensor/fused.js";
+import { linearResidual, normLinears, rotaryCacheWrite, type QKNormParams } from "../tensor/fused.js";
 import { add, applyRotary, checkRotary, scaledDotProductAttention } from "../tensor/ops.js";
 import { cacheDecodeAttention, canAttendInCache } from "../tensor/paged_attention.js";
 import { tidy } from "../tensor/scope.js";
@@ -147,6 +147,14 @@ export class RotaryAttention extends Module {
     return forwardLinears(norm ? norm.forward(x) : x, qkv);
   }
 
+  /** q_norm / k_norm as rotaryCacheWrite takes them, when both are plain RMSNorms (forward not replaced) of one eps and offset. */
+  private plainQKNorm(): QKNormParams | null {
+    const qn = this.q_norm, kn = this.k_norm;
+    const plain = (n: RMSNorm | null): n is RMSNorm => n !== null && n.forward === RMSNorm.prototype.forward;
+    if (!plain(qn) || !plain(kn) || qn.eps !== kn.eps || qn.offset !== kn.offset) return null;
+    return { q: qn.weight.value, k: kn.weight.value, eps: qn.eps, offset: qn.offset };
+  }
+
   private attend(x: Tensor, norm: (Module & { forward(x: Tensor): Tensor }) | null, cos: Tensor, sin: Tensor, mask: Tensor | null,
                  cache: AttentionKVCache | null, residual: Tensor | null): Tensor {
     const [B, L] = x.shape;
@@ -154,10 +162,6 @@ export class RotaryAttention extends Module {
     const [qp, kp, vp] = this.project(x, norm);
     let q = qp.view(B, L, nq, d);
     let k = kp.view(B, L, nkv, d);
-    if (this.q_norm && this.k_norm) {
-      q = this.q_norm.forward(q);
-      k = this.k_norm.forward(k);
-    }
     const v = vp.view(B, L, nkv, d);
     const { scale = d ** -0.5, softcap, window } = this.o;
     const opts = { scale, mask, window, softcap, sinks: this.sinks?.value };
@@ -169,9 +173,15 @@ export class RotaryAttention extends Module {
       checkRotary(k, cos, sin);
       room = cache.reserve(k, v, window);
     }
+    // q_norm / k_norm: inside the fused rotary + KV write where both are plain RMSNorms of one eps and offset.
+    const qkNorm = room ? this.plainQKNorm() : null;
+    if (this.q_norm && this.k_norm && !qkNorm) {
+      q = this.q_norm.forward(q);
+      k = this.k_norm.forward(k);
+    }
     let out: Tensor;
     if (room) {
-      const qr = rotaryCacheWrite(q, k, v, cos, sin, room.keyBuffer, room.valueBuffer, room.at);
+      const qr = rotaryCacheWrite(q, k, v, cos, sin, room.keyBuffer, room.valueBuffer, room.at, qkNorm);
       // Decode (one position, attending buffer positions [0, at]: every key the cache keeps, from its
       // front): attend the cache buffers in place.
       const inPlace = !mask && !opts.sinks && !window && room.keys.shape[2] === room.at + 1 && canAttendInCache(qr, room.keyBuffer.dtype);

@@ -126,25 +126,44 @@ export function normLinears(x: Tensor, norm: RmsNormParams | null, ws: readonly 
   return outs;
 }
 
+/** Per-head RMS norms of q and k before their rotary (Qwen3Attention's q_norm / k_norm): weights [D], eps, weight offset. */
+export interface QKNormParams {
+  readonly q: Tensor;
+  readonly k: Tensor;
+  readonly eps: number;
+  readonly offset: number;
+}
+
 /**
  * A decode step's rotary and KV-cache write (transformers' apply_rotary_pos_emb, then
  * cache.update): rotary(k) and v written into positions [at, at + L) of every sequence of the
  * position-major cache buffers kBuf [B, capacity, Hkv, D] / vBuf [B, capacity, Hkv, Dv]
  * (contiguous, float32/16/bf16 as stored), and rotary(q) returned. q [B, L, Hq, D], k [B, L, Hkv, D],
- * v [B, L, Hkv, Dv] float; cos/sin [B, L, R] as applyRotary (one shape, R <= D even). Returns
- * float32 [B, L, Hq, D]. One rotaryKVWrite call (the buffers as pools of B blocks of `capacity`
- * slots) where the device has it for these buffers and everything fits, else applyRotary and
- * copyInto (same values, same op order). Shapes that do not fit throw before anything is written:
- * applyRotary's error, or a RangeError when k or v does not fit its buffer at [at, at + L).
+ * v [B, L, Hkv, Dv] float; cos/sin [B, L, R] as applyRotary (one shape, R <= D even). With qkNorm,
+ * q and k are first rmsNorm(q, qkNorm.q, eps, offset) and rmsNorm(k, qkNorm.k, …) (Qwen3's
+ * q_norm / k_norm, in Qwen3Attention.forward before apply_rotary_pos_emb). Returns float32
+ * [B, L, Hq, D]. One rotaryKVWrite call (normRotaryKVWrite with the norms; the buffers as pools of
+ * B blocks of `capacity` slots) where the device has it for these buffers and everything fits,
+ * else rmsNorm, applyRotary and copyInto (same values, same op order). Shapes that do not fit throw
+ * before anything is written: rmsNorm's or applyRotary's error, or a RangeError when k or v does
+ * not fit its buffer at [at, at + L).
  */
-export function rotaryCacheWrite(q: Tensor, k: Tensor, v: Tensor, cos: Tensor, sin: Tensor, kBuf: Tensor, vBuf: Tensor, at: number): Tensor {
-  checkSameDevice("rotary_cache_write", q, k, v, cos, sin, kBuf, vBuf);
+export function rotaryCacheWrite(q: Tensor, k: Tensor, v: Tensor, cos: Tensor, sin: Tensor, kBuf: Tensor, vBuf: Tensor, at: number,
+                                 qkNorm: QKNormParams | null = null): Tensor {
+  checkSameDevice("rotary_cache_write", q, k, v, cos, sin, kBuf, vBuf, qkNorm?.q, qkNorm?.k);
+  if (qkNorm) {
+    const D = k.shape[k.ndim - 1], op = "normRotaryKVWrite";
+    const fused = q.ndim === 4 && k.ndim === 4 && q.shape[3] === D && [qkNorm.q, qkNorm.k].every((w) => w.ndim === 1 && w.shape[0] === D && w.dtype === qkNorm.q.dtype && isFloating(w.dtype))
+      && fusable(op, q) && kernelTakesPools(op, q.device.type, kBuf.dtype);
+    if (!fused) return rotaryCacheWrite(rmsNorm(q, qkNorm.q, qkNorm.eps, qkNorm.offset), rmsNorm(k, qkNorm.k, qkNorm.eps, qkNorm.offset), v, cos, sin, kBuf, vBuf, at);
+  }
   const [B, L, Hkv, D] = k.shape, cap = kBuf.shape[1], Dv = v.shape[3], R = cos.shape[2];
   const fits = q.ndim === 4 && k.ndim === 4 && v.ndim === 4 && q.shape[0] === B && q.shape[1] === L && q.shape[3] === D
     && sameShape(v.shape.slice(0, 3), [B, L, Hkv]) && sameShape(kBuf.shape, [B, cap, Hkv, D]) && sameShape(vBuf.shape, [B, cap, Hkv, Dv])
     && kBuf.dtype === vBuf.dtype && isFloating(kBuf.dtype) && kBuf.isContiguous && vBuf.isContiguous && kBuf.offset === 0 && vBuf.offset === 0
     && cos.ndim === 3 && cos.shape[0] === B && cos.shape[1] === L && sameShape(cos.shape, sin.shape) && R % 2 === 0 && R <= D && [q, k, v].every((t) => t.dtype === "float32") && at >= 0 && at + L <= cap && B * L > 0;
   if (!fits || !fusable("rotaryKVWrite", q) || !kernelTakesPools("rotaryKVWrite", q.device.type, kBuf.dtype)) {
+    if (qkNorm) return rotaryCacheWrite(rmsNorm(q, qkNorm.q, qkNorm.eps, qkNorm.offset), rmsNorm(k, qkNorm.k, qkNorm.eps, qkNorm.offset), v, cos, sin, kBuf, vBuf, at);
     const qr = applyRotary(q, cos, sin), kr = applyRotary(k, cos, sin);
     const fitsAt = at >= 0 && at + L <= cap && kBuf.ndim === 4 && vBuf.ndim === 4;
     const [kDst, vDst] = fitsAt ? [kBuf.narrow(1, at, L), vBuf.narrow(1, at, L)] : [null, null];
@@ -160,6 +179,12 @@ export function rotaryCacheWrite(q: Tensor, k: Tensor, v: Tensor, cos: Tensor, s
   const slotTensor = new Tensor(q.device.upload(new Uint8Array(slots.buffer)), "int32", [B * L]);
   const qOut = empty(q.shape, "float32", q.device);
   const f = (t: Tensor) => (t.dtype === "float32" ? t : t.to("float32")).contiguous();
-  getKernel("rotaryKVWrite", q.device.type)(q.contiguous(), qOut, k.contiguous(), v.reshape(B * L, Hkv, Dv).contiguous(), f(cos), f(sin), kBuf, vBuf, slotTensor);
+  const vRows = v.reshape(B * L, Hkv, Dv).contiguous();
+  if (qkNorm) {
+    getKernel("normRotaryKVWrite", q.device.type)(q.contiguous(), qOut, k.contiguous(), vRows, f(cos), f(sin), kBuf, vBuf, slotTensor,
+      { q: qkNorm.q.contiguous(), k: qkNorm.k.contiguous(), eps: qkNorm.eps, offset: qkNorm.offset });
+  } else {
+    getKernel("rotaryKVWrite", q.device.type)(q.contiguous(), qOut, k.contiguous(), vRows, f(cos), f(sin), kBuf, vBuf, slotTensor);
+  }
   return qOut;
 }

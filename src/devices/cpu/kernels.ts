@@ -83,7 +83,16 @@ function linearAdd(x: TensorView, w: TensorView | QuantizedWeight, bias: TensorV
 const rotaryKVWrite: KernelSignatures["rotaryKVWrite"] = (q, qOut, k, v, cos, sin, kc, vc, slots, rows = null) => {
   const [B, L, Hkv, D] = k.shape, [N, bs] = kc.shape;
   native().rotaryKVWrite(q ? buf(q) : null, qOut ? buf(qOut) : null, buf(k), buf(v), buf(cos), buf(sin), buf(kc), buf(vc), buf(slots),
-    rows ? buf(rows) : null, rows ? code(rows) : 0, B, L, q ? q.shape[2] : 0, Hkv, D, vc.shape[3], last(cos), rows ? cos.shape[0] : 0, N, bs, code(kc));
+    rows ? buf(rows) : null, rows ? code(rows) : 0, B, L, q ? q.shape[2] : 0, Hkv, D, vc.shape[3], last(cos), rows ? cos.shape[0] : 0, N, bs, code(kc),
+    null, null, 0, 0, 0);
+};
+
+/** normRotaryKVWrite on cpu: the same addon call with the q/k norm weights (normalized by the eager rmsNorm kernel first). */
+const normRotaryKVWrite: KernelSignatures["normRotaryKVWrite"] = (q, qOut, k, v, cos, sin, kc, vc, slots, norm) => {
+  const [B, L, Hkv, D] = k.shape, [N, bs] = kc.shape;
+  native().rotaryKVWrite(buf(q), buf(qOut), buf(k), buf(v), buf(cos), buf(sin), buf(kc), buf(vc), buf(slots),
+    null, 0, B, L, q.shape[2], Hkv, D, vc.shape[3], last(cos), 0, N, bs, code(kc),
+    buf(norm.q), buf(norm.k), code(norm.q), norm.eps, norm.offset);
 };
 
 /** linearArgmax on cpu (a float or block-quantized head): one addon call (one pool job for few rows:
@@ -173,6 +182,7 @@ export function cpuKernels(): Partial<KernelSignatures> {
     linearGroup,
     linearGroupQuantized: linearGroup,
     rotaryKVWrite,
+    normRotaryKVWrite,
     linearArgmax,
     linearArgmaxQuantized: linearArgmax,
   };

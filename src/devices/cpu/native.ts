@@ -173,10 +173,12 @@ export interface NativeCpu {
    * stored at `slots` (int32 [B * L]) of kCache [N, bs, Hkv, D] and vCache [N, bs, Hkv, Dv] of
    * kvDtype, as rotary then pagedKVWrite. cos/sin float32 [B, L, R]; with rows (int32/int64
    * [B * L] of rowsDtype) they are tables [P, R] and token t uses row rows[t] (RangeError outside).
+   * With qNorm and kNorm (weights [D] of normDtype; both null for none), q and k are first
+   * normalized per head as rmsNorm(x, weight, normEps, normOffset) (TypeError if one is null).
    */
   rotaryKVWrite(q: Buf | null, qOut: Buf | null, k: Buf, v: Buf, cos: Buf, sin: Buf, kCache: Buf, vCache: Buf, slots: Buf,
     rows: Buf | null, rowsDtype: number, B: number, L: number, Hq: number, Hkv: number, D: number, Dv: number, R: number, P: number,
-    N: number, bs: number, kvDtype: number): void;
+    N: number, bs: number, kvDtype: number, qNorm: Buf | null, kNorm: Buf | null, normDtype: number, normEps: number, normOffset: number): void;
 
   /**
    * compile's linear + argmax (linearArgmax): out[m] (int64 [M]) = argmax over n of

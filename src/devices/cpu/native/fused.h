@@ -105,7 +105,8 @@ napi_value LinearGroupExport(napi_env env, napi_callback_info info);
 // A decode step's rotaries and KV write (rotary_kv_write.cc): q_out = rotary(q) (q null: none),
 // rotary(k) and v stored at `slots` of the pools as paged_kv_write does (k, q [B, L, H, D], v
 // [B * L, Hkv, Dv] float32). cos/sin are [B, L, R], or with `rows` (int32/int64 [B * L], already
-// range-checked) tables [P, R] whose row rows[t] serves token t.
+// range-checked) tables [P, R] whose row rows[t] serves token t. With q_norm / k_norm, q and k are
+// first normalized per head by rms_norm (the rotary then reads the normalized rows).
 struct RotaryKVWriteArgs {
   const float* q = nullptr;
   float* q_out = nullptr;
@@ -119,6 +120,12 @@ struct RotaryKVWriteArgs {
   const int32_t* slots = nullptr;
   const void* rows = nullptr;
   int rows_dtype = 0;
+  // Per-head RMS norms of q and k before their rotary (Qwen3's q_norm / k_norm; null: none), weights
+  // [D] of norm_dtype, as rms_norm's.
+  const void* q_norm = nullptr;
+  const void* k_norm = nullptr;
+  int norm_dtype = 0;
+  float norm_eps = 0.f, norm_offset = 0.f;
   int64_t B = 0, L = 0, Hq = 0, Hkv = 0, D = 0, Dv = 0, R = 0;
 };
 void rotary_kv_write(const RotaryKVWriteArgs& a);

@@ -5,7 +5,10 @@
 // the per-position tables into a buffer of the calling thread (embedding's gather, with its range
 // check); then q and k are rotated by the eager rotary kernel (the rotated k into a buffer of the
 // calling thread, never stored elsewhere) and k, v written into the pools by the eager
-// paged_kv_write, so the results equal the unfused ops' exactly.
+// paged_kv_write, so the results equal the unfused ops' exactly. With q/k norm weights (eager
+// Qwen3 attention, tensor/fused.ts rotaryCacheWrite), q and k are first normalized per head by the
+// eager rms_norm (q into q_out, k into the calling thread's buffer) and rotated there in place:
+// two kernel calls fewer per layer and step, the same values as rmsNorm then rotary.
 #include <cstring>
 #include <vector>
 
@@ -33,16 +36,26 @@ void rotary_kv_write(const RotaryKVWriteArgs& a) {
     cos = c;
     sin = s;
   }
-  if (a.q) rotary(a.q, cos, sin, a.q_out, a.B, a.L, a.Hq, a.D, a.R);
+  const float* q = a.q;
+  const float* k = a.k;
   rotated.resize(static_cast<size_t>(T * a.Hkv * a.D));
-  rotary(a.k, cos, sin, rotated.data(), a.B, a.L, a.Hkv, a.D, a.R);
+  if (a.q && a.q_norm) {
+    rms_norm(a.q, a.q_norm, a.norm_dtype, a.q_out, T * a.Hq, a.D, a.norm_eps, a.norm_offset);
+    q = a.q_out;
+  }
+  if (a.k_norm) {
+    rms_norm(a.k, a.k_norm, a.norm_dtype, rotated.data(), T * a.Hkv, a.D, a.norm_eps, a.norm_offset);
+    k = rotated.data();
+  }
+  if (a.q) rotary(q, cos, sin, a.q_out, a.B, a.L, a.Hq, a.D, a.R);
+  rotary(k, cos, sin, rotated.data(), a.B, a.L, a.Hkv, a.D, a.R);
   paged_kv_write(rotated.data(), a.v, a.k_cache, a.v_cache, a.kv_dtype, a.slots, T, a.Hkv * a.D, a.Hkv * a.Dv);
 }
 
 // rotaryKVWrite(q, qOut, k, v, cos, sin, kCache, vCache, slots, rows, rowsDtype, B, L, Hq, Hkv, D,
 // Dv, R, P, N, bs, kvDtype): see native.ts.
 napi_value RotaryKVWriteExport(napi_env env, napi_callback_info info) {
-  Args args(env, info, "rotaryKVWrite", 22);
+  Args args(env, info, "rotaryKVWrite", 27);
   const Buffer q = args.buffer(0, "q", true), q_out = args.buffer(1, "qOut", true);
   const Buffer k = args.buffer(2, "k"), v = args.buffer(3, "v");
   const Buffer cos = args.buffer(4, "cos"), sin = args.buffer(5, "sin");
@@ -60,6 +73,10 @@ napi_value RotaryKVWriteExport(napi_env env, napi_callback_info info) {
   const int64_t P = args.integer(18, "P");
   const int64_t N = args.integer(19, "N"), bs = args.integer(20, "bs", 1);
   a.kv_dtype = args.dtype(21, "kvDtype");
+  const Buffer qn = args.buffer(22, "qNorm", true), kn = args.buffer(23, "kNorm", true);
+  a.norm_dtype = args.dtype(24, "normDtype");
+  a.norm_eps = static_cast<float>(args.number(25, "normEps"));
+  a.norm_offset = static_cast<float>(args.number(26, "normOffset"));
   if (args.failed()) return nullptr;
   const int64_t T = a.B * a.L;
   if (!args.check(dtype_is_float(a.kv_dtype), true, "kvDtype must be float32, float16 or bfloat16")) return nullptr;
@@ -83,6 +100,12 @@ napi_value RotaryKVWriteExport(napi_env env, napi_callback_info info) {
   args.fits(kc, a.kv_dtype, {N, bs, a.Hkv, a.D});
   args.fits(vc, a.kv_dtype, {N, bs, a.Hkv, a.Dv});
   args.fits(slots, kI32, {T});
+  args.check((qn.data == nullptr) == (kn.data == nullptr), true, "qNorm and kNorm must both be given or both be null");
+  if (kn.data) {
+    args.check(dtype_is_float(a.norm_dtype), true, "normDtype must be float32, float16 or bfloat16");
+    args.fits(qn, a.norm_dtype, {a.D});
+    args.fits(kn, a.norm_dtype, {a.D});
+  }
   if (args.failed()) return nullptr;
   if (!slots_in_pool(args, static_cast<const int32_t*>(slots.data), T, N * bs)) return nullptr;
   for (int64_t t = 0; t < T && rows.data; ++t) {
@@ -101,6 +124,8 @@ napi_value RotaryKVWriteExport(napi_env env, napi_callback_info info) {
   a.v_cache = vc.data;
   a.slots = static_cast<const int32_t*>(slots.data);
   a.rows = rows.data;
+  a.q_norm = qn.data;
+  a.k_norm = kn.data;
   rotary_kv_write(a);
   return undefined(env);
 }

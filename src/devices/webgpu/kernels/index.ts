@@ -24,7 +24,7 @@ import { sortKernels } from "./sort.js";
 import { spatialKernels } from "./spatial.js";
 
 export const webgpuKernels: Omit<KernelSignatures, "quantizeBlocks" | "moeExperts" | "linearQuantizedGroup"
-  | "linearGroupQuantized" | "linearAddQuantized" | "linearArgmaxQuantized"> = {
+  | "linearGroupQuantized" | "linearAddQuantized" | "linearArgmaxQuantized" | "normRotaryKVWrite"> = {
   ...elementwiseKernels,
   ...reduceKernels,
   ...matmulKernels,
