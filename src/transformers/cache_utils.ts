@@ -119,12 +119,24 @@ export class LayerKVCache implements AttentionKVCache {
     }
   }
 
-  /** New buffers of `capacity` positions holding the cached ones at the front. */
+  /**
+   * Forget everything cached and hand the buffers back to their device (Device.release: the cpu
+   * device pools them for the next allocation of their size, whose pages are then already backed).
+   * Views of the buffers handed out before (update's keys/values) must not be used afterwards.
+   */
+  release(): void {
+    for (const buf of [this.keys, this.values]) if (buf) buf.device.release?.(buf.storage);
+    this.keys = this.values = null;
+    this.start = this.end = this.seen = 0;
+  }
+
+  /** New buffers of `capacity` positions holding the cached ones at the front; the old ones go back to the device. */
   private reallocate(k: Tensor, v: Tensor, capacity: number): void {
     const [B, , H, D] = k.shape, kept = this.end - this.start;
     const grow = (old: Tensor | null, d: number) => {
       const buf = keep(empty([B, capacity, H, d], this.dtype, k.device));
       if (old && kept > 0) copyInto(old.narrow(1, this.start, kept), buf.narrow(1, 0, kept));
+      if (old) old.device.release?.(old.storage);
       return buf;
     };
     this.keys = grow(this.keys, D);
@@ -200,6 +212,12 @@ export class KVCache {
   }
   /** Positions cached so far (of the attention layers: in a hybrid model, layer 0 may be linear attention). */
   get seqLength(): number { return Math.max(0, ...this.layers.map((l) => l.seqLength)); }
+
+  /** Empty every layer and hand its buffers back to the device (LayerKVCache.release); linear-attention states are dropped. */
+  release(): void {
+    for (const l of this.layers) l.release();
+    this.linearStates.clear();
+  }
 
   private readonly linearStates = new Map<number, LinearAttentionState>();
   /** The conv and recurrent state of linear-attention layer `layer` (e.g. Gated DeltaNet), made on first use. */

@@ -101,9 +101,11 @@ async function* decode(model: PreTrainedModel, s: GenerationConfig, inputIds: nu
   const padding = mask.map((r) => r.indexOf(1));
   const seen = mask.map((r) => r.reduce((a, m) => a + (m ? 1 : 0), 0));
   const statics = staticSteps(model, o.compile ?? model.compileGeneration, inputIds.map((r, b) => r.slice(padding[b])), steps, dtype);
-  // The static steps hold a reused KV cache: hand it back however the stream ends.
+  // The static steps hold a reused KV cache: hand it back however the stream ends. A dynamic cache's
+  // buffers go back to the device's pool the same way (KVCache.release), for the next generate.
+  let cache: KVCache | null = null;
   try {
-    let cache = statics ? null : newCache();
+    cache = statics ? null : newCache();
     /** Step `step`'s tokens from its picks (the pad id for rows already finished), appended to the sequences; sets finish reasons. */
     const accept = (picked: number[], step: number): number[] => {
       const next = picked.map((t, b) => (reasons[b] ? s.pad : t));
@@ -176,6 +178,7 @@ async function* decode(model: PreTrainedModel, s: GenerationConfig, inputIds: nu
       if (cache!.seqLength === recomputeAt) {
         // transformers' Phi3ForCausalLM.prepare_inputs_for_generation: past the original context,
         // LongRoPE switches frequencies, so the cache is recomputed once from the whole sequence.
+        cache!.release();
         cache = newCache();
         logits = prefill(seqs);
         continue;
@@ -190,6 +193,7 @@ async function* decode(model: PreTrainedModel, s: GenerationConfig, inputIds: nu
     }
   } finally {
     statics?.release();
+    cache?.release();
   }
 }
 
