@@ -34,7 +34,11 @@ function fusable(op: string, x: Tensor, ws: readonly BlockQuantized[]): boolean 
 }
 
 /** The tensors of block-quantized weights (for checkSameDevice). */
-const parts = (...ws: BlockQuantized[]) => ws.flatMap((w) => [w.q, w.scales]);
+function parts(...ws: BlockQuantized[]): Tensor[] {
+  const out: Tensor[] = [];
+  for (const w of ws) out.push(w.q, w.scales);
+  return out;
+}
 
 const normed = (x: Tensor, norm: RmsNormParams | null) => (norm ? rmsNorm(x, norm.weight, norm.eps, norm.offset) : x);
 const groupNorm = (norm: RmsNormParams | null) => norm && { weight: norm.weight.contiguous(), eps: norm.eps, offset: norm.offset };

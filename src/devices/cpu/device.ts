@@ -29,14 +29,17 @@ export class CpuDevice implements Device {
   /** Weights are computed on in place: loading reads them into allocateHost memory (huge pages). */
   readonly hostMemoryWeights = true;
   /**
-   * Released buffers by size, reused by `allocate` (filled by tidy scopes, see tensor/scope.ts);
-   * sizes in the order they were last released.
+   * Released buffers by size, reused by `allocate` (filled by tidy scopes, see tensor/scope.ts),
+   * with when their size was last released (a count of releases): past POOL_MAX_BYTES, the sizes
+   * least recently released leave first. (An eager decode step releases ~170 buffers: the order is
+   * kept by a stamp, not by re-inserting the size into the map on every release.)
    */
-  private readonly pool = new Map<number, Uint8Array[]>();
+  private readonly pool = new Map<number, { buffers: Uint8Array[]; released: number }>();
   private pooledBytes = 0;
+  private releases = 0;
 
   allocate(nbytes: number): Storage {
-    const reused = this.pool.get(nbytes)?.pop();
+    const reused = this.pool.get(nbytes)?.buffers.pop();
     if (reused) {
       this.pooledBytes -= nbytes;
       return new CpuStorage(this, reused);
@@ -48,16 +51,20 @@ export class CpuDevice implements Device {
     const bytes = storage.handle as Uint8Array;
     const n = bytes.byteLength;
     if (n < POOL_MIN_BYTES || n > POOL_MAX_BYTES || bytes.byteOffset !== 0 || bytes.buffer.byteLength !== n) return;
-    const list = this.pool.get(n) ?? [];
-    this.pool.delete(n);
-    list.push(bytes);
-    this.pool.set(n, list);
+    let size = this.pool.get(n);
+    if (!size) this.pool.set(n, (size = { buffers: [], released: 0 }));
+    size.buffers.push(bytes);
+    size.released = ++this.releases;
     this.pooledBytes += n;
-    if (this.pooledBytes <= POOL_MAX_BYTES) return;
-    for (const [size, old] of this.pool) {
+    if (this.pooledBytes > POOL_MAX_BYTES) this.evict();
+  }
+
+  /** Drop pooled buffers, the sizes least recently released first, until the pool is within POOL_MAX_BYTES. */
+  private evict(): void {
+    for (const [n, size] of [...this.pool].sort((a, b) => a[1].released - b[1].released)) {
       if (this.pooledBytes <= POOL_MAX_BYTES) break;
-      while (old.length && this.pooledBytes > POOL_MAX_BYTES) old.pop(), this.pooledBytes -= size;
-      if (!old.length) this.pool.delete(size);
+      while (size.buffers.length && this.pooledBytes > POOL_MAX_BYTES) size.buffers.pop(), this.pooledBytes -= n;
+      if (!size.buffers.length) this.pool.delete(n);
     }
   }
 

@@ -7,9 +7,10 @@ import type { FusedStep, KernelSignatures, LinearGroupNorm, QuantizedWeight } fr
 import { byteOffset, numel, type TensorView } from "../view.js";
 import { BINARY, DTYPE_CODE, REDUCE, UNARY, native } from "./native.js";
 
-/** Bytes of `t` starting at its element [0, …, 0]. */
+/** Bytes of `t` starting at its element [0, …, 0] (the storage's own array when that is its start: no view made). */
 function buf(t: TensorView): Uint8Array {
-  return (t.storage.handle as Uint8Array).subarray(byteOffset(t));
+  const bytes = t.storage.handle as Uint8Array, offset = byteOffset(t);
+  return offset === 0 ? bytes : bytes.subarray(offset);
 }
 const code = (t: TensorView) => DTYPE_CODE[t.dtype];
 const strides = (t: TensorView) => t.strides as number[];
@@ -64,13 +65,12 @@ function weightArgs(w: TensorView | QuantizedWeight): { data: Uint8Array; dtype:
 /** linearGroup on cpu (float or block-quantized weights): one addon call (one thread-pool job for
  * few rows; the norm and the epilogue inside). */
 function linearGroup(x: TensorView, norm: LinearGroupNorm | null, ws: (TensorView | QuantizedWeight)[], outs: TensorView[], epilogue: readonly FusedStep[] | null = null): void {
-  const args = ws.map(weightArgs);
-  const per = [0, 1, 2].flatMap((g) => g < ws.length
-    ? [args[g].data, args[g].dtype, args[g].N, epilogue && g > 0 ? null : buf(outs[g])]
-    : [null, 0, 0, null]);
+  const [a0, a1, a2] = [weightArgs(ws[0]), ws[1] ? weightArgs(ws[1]) : null, ws[2] ? weightArgs(ws[2]) : null];
+  // Output g > 0 (none with an epilogue: the chain writes out[0]).
+  const out = (g: number) => (g < outs.length && !epilogue ? buf(outs[g]) : null);
   native().linearGroup(buf(x), x.shape[0], x.shape[1], norm ? buf(norm.weight) : null, norm ? code(norm.weight) : 0, norm?.eps ?? 0, norm?.offset ?? 0, ws.length,
-    ...(per as [Uint8Array, number, number, Uint8Array, Uint8Array | null, number, number, Uint8Array | null, Uint8Array | null, number, number, Uint8Array | null]),
-    epilogue ? program(epilogue) : null, epilogue?.length ?? 0, args[0].scales, args[1]?.scales ?? null, args[2]?.scales ?? null, args[0].bits);
+    a0.data, a0.dtype, a0.N, buf(outs[0]), a1?.data ?? null, a1?.dtype ?? 0, a1?.N ?? 0, out(1), a2?.data ?? null, a2?.dtype ?? 0, a2?.N ?? 0, out(2),
+    epilogue ? program(epilogue) : null, epilogue?.length ?? 0, a0.scales, a1?.scales ?? null, a2?.scales ?? null, a0.bits);
 }
 
 /** linearAdd on cpu (a float or block-quantized weight): one addon call. */
