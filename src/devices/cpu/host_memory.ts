@@ -4,10 +4,9 @@
  * (src/hub/safetensors.ts) — come from here, zero-filled. From MAPPED_MIN_BYTES on they are mapped
  * by the native addon (Linux; see native/host_memory.cc) with every page already present, and from
  * HUGE_PAGE_MIN_BYTES on, on transparent huge pages:
- * - a page's first touch faults: on the host measured (a Firecracker VM, AMD EPYC Zen 5) a fresh
- *   page's first write costs ~18 us, ~10 us once populated at allocation (~0.7 us a page; the rest
- *   is the VM's host backing the page), so a decode step writing one position into each layer's
- *   fresh KV cache buffers pays less, and reused buffers (the device's pool) nothing;
+ * - a page's first touch faults, and on the host measured (a Firecracker VM, AMD EPYC Zen 5) a fault
+ *   costs ~14 us: a decode step writing one position into each layer's fresh KV cache buffers
+ *   faulted ~56 times (0.8 ms of a 13 ms int4 token); populated at allocation, ~0.6 us a page;
  * - weights are streamed once per decode step, and on that host the Qwen3-0.6B-shaped bf16 decode
  *   GEMVs read 40 GB/s from 4 KB pages and 48 GB/s from 2 MB pages.
  * Smaller buffers come from V8's allocator, whose heap memory is mostly recycled (already present).
