@@ -53,7 +53,7 @@
         "src/devices/cpu/native/moe_experts.cc",
         "src/devices/cpu/native/graph.cc",
         "src/devices/cpu/native/gemm_portable.cc",
-        "src/devices/cpu/native/host_memory.cc",
+        "src/devices/cpu/native/huge_pages.cc",
         "src/devices/cpu/native/linear.cc",
         "src/devices/cpu/native/matmul.cc",
         "src/devices/cpu/native/mxfp4.cc",

@@ -40,12 +40,11 @@ export const DTYPE_CODE = { float32: 0, float16: 1, bfloat16: 2, int32: 3, int64
 
 export interface NativeCpu {
   /**
-   * `nbytes` (>= 1) zero bytes of fresh anonymous memory, every page present (pre-faulted); from
-   * 2 MB on it starts on a 2 MB boundary and its whole 2 MB pages are advised for transparent huge
-   * pages (Linux). Unmapped when the buffer is collected; null elsewhere or when the mapping fails.
-   * Throws RangeError for a non-positive size.
+   * `nbytes` (>= 1) zero bytes of fresh anonymous memory that starts on a 2 MB boundary, its whole
+   * 2 MB pages advised for transparent huge pages (Linux), unmapped when the buffer is collected;
+   * null elsewhere or when the mapping fails. Throws RangeError for a non-positive size.
    */
-  allocateHost(nbytes: number): ArrayBuffer | null;
+  allocateHuge(nbytes: number): ArrayBuffer | null;
 
   /**
    * Point the process's file descriptor 2 at /dev/null (for native libraries that print to stderr

@@ -15,7 +15,7 @@
 #include "cpu.h"
 #include "dtype.h"
 #include "graph.h"
-#include "host_memory.h"
+#include "huge_pages.h"
 #include "mmap.h"
 #include "napi_args.h"
 #include "ops.h"
@@ -921,7 +921,7 @@ NAPI_MODULE_INIT() {
       {"numThreads", nullptr, NumThreads, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
       {"cpuFeatures", nullptr, CpuFeatures, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
       {"readBandwidth", nullptr, ReadBandwidth, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
-      {"allocateHost", nullptr, AllocateHost, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
+      {"allocateHuge", nullptr, AllocateHuge, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
       {"muteStderr", nullptr, MuteStderr, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
       {"restoreStderr", nullptr, RestoreStderr, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
       {"copy", nullptr, Copy, nullptr, nullptr, nullptr, napi_enumerable, nullptr},

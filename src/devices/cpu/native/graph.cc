@@ -202,7 +202,7 @@ napi_value GraphRun(napi_env env, napi_callback_info info) {
 
 void register_graph_kernels(const napi_property_descriptor* props, size_t count) {
   // Exports that are no kernels or read their arguments without Args cannot be graph nodes.
-  static const char* const kNotKernels[] = {"numThreads", "cpuFeatures", "allocateHost",
+  static const char* const kNotKernels[] = {"numThreads", "cpuFeatures", "allocateHuge",
                                             "muteStderr", "restoreStderr", "mapRegions"};
   for (size_t i = 0; i < count; ++i) {
     bool kernel = props[i].utf8name != nullptr && props[i].method != nullptr;
