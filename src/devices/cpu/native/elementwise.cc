@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "dtype.h"
-#include "exp2_any.h"
+#include "exp_any.h"
 #include "ops.h"
 #include "strided.h"
 #include "thread_pool.h"
@@ -54,7 +54,7 @@ float apply_unary(int op, float x) {
   }
 }
 
-// SiLU and sigmoid through 1 / (1 + 2^(-x log2 e)) (exp2_any.h), in loops compiled for AVX-512,
+// SiLU and sigmoid through 1 / (1 + e^-x) (exp_any.h), in loops compiled for AVX-512,
 // AVX2 and the baseline (target_clones on GCC x86-64) that GCC vectorizes.
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 #define TSORCH_ELEMENTWISE_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
@@ -64,7 +64,7 @@ float apply_unary(int op, float x) {
 
 template <bool SILU>
 TSORCH_ELEMENTWISE_CLONES void logistic_run(const float* x, float* out, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) out[i] = (SILU ? x[i] : 1.f) / (1.f + exp2_any(x[i] * -1.4426950408889634f));
+  for (int64_t i = 0; i < n; ++i) out[i] = (SILU ? x[i] : 1.f) / (1.f + exp_any(-x[i]));
 }
 
 template <int OP>
