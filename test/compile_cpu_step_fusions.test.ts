@@ -10,7 +10,10 @@
  *   (the first maximum), NaN logits (the first NaN); logits read elsewhere keep their kernels;
  * - rotary gather (compile/passes/rotary_gather.ts, rotaryKVWrite's rows): the cos/sin gathers by
  *   position folded in (int32 and int64 positions), a position outside the tables still throwing
- *   embedding's RangeError.
+ *   embedding's RangeError;
+ * - q/k norms (compile/passes/rotary_norm.ts, normRotaryKVWrite): the RMS norms of q and k folded
+ *   in (float32 and bfloat16 weights, offset 0 and 1), not when their eps differ or a norm's result
+ *   is read elsewhere.
  */
 import assert from "node:assert/strict";
 import { test } from "node:test";
@@ -94,6 +97,35 @@ test("compile: on cpu, the rotary cos/sin gathers by position fold into rotaryKV
     const bad = [...pos.slice(1), P + 3];
     assert.throws(() => step(...args(L, 4, bad), ...pools()), RangeError, `eager, L ${L}: position ${P + 3} of ${P}`);
     assert.throws(() => f(...args(L, 4, bad), ...pools()), /out of range \[0, 32\)/, `compiled, L ${L}: position ${P + 3} of ${P}`);
+  }
+});
+
+test("compile: on cpu, q/k RMS norms before the rotary + KV write fold into one normRotaryKVWrite, within 1e-5 of eager", async () => {
+  const [Hq, Hk, D, L] = [4, 2, 8, 1];
+  const normed = (eps: [number, number], offset: number, keepNorm: boolean) => (q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+    cos: torch.Tensor, sin: torch.Tensor, slots: torch.Tensor, kc: torch.Tensor, vc: torch.Tensor, wq: torch.Tensor, wk: torch.Tensor) => {
+    const qn = torch.rmsNorm(q, wq, eps[0], offset), kn = torch.rmsNorm(k, wk, eps[1], offset);
+    const out = rotaryKVStep(Hk, D, true, false)(qn, kn, v, cos, sin, slots, kc, vc);
+    return keepNorm ? [...out, qn] : out;
+  };
+  const args = (seed: number) => [rand([1, L, Hq, D], seed).mul(3), rand([1, L, Hk, D], seed + 1).mul(3), rand([L, Hk, D], seed + 2),
+    rand([1, L, D], seed + 3), rand([1, L, D], seed + 4), torch.tensor(Int32Array.of(seed % 16), { shape: [L], dtype: "int32" })] as const;
+  const weights = (wDtype: "float32" | "bfloat16") => [rand([D], 40).to(wDtype), rand([D], 41).to(wDtype)] as const;
+  // [eps of q and k, weight offset, q's norm also returned, weight dtype, kernel calls]
+  const cases = [[[1e-6, 1e-6], 0, false, "float32", 1], [[1e-6, 1e-6], 1, false, "bfloat16", 1],
+    [[1e-6, 1e-5], 0, false, "float32", 3], [[1e-6, 1e-6], 0, true, "float32", 3]] as const;
+  for (const [eps, offset, keepNorm, wDtype, calls] of cases) {
+    torch.compiler.reset();
+    const step = normed([...eps], offset, keepNorm), f = torch.compile(step);
+    const pools = () => [torch.zeros([2, 8, Hk, D], { dtype: "bfloat16" }), torch.zeros([2, 8, Hk, D], { dtype: "bfloat16" })] as const;
+    const what = `eps ${eps}, offset ${offset}, norm kept ${keepNorm}, ${wDtype} weights`;
+    assert.equal(kernelCalls(() => f(...args(1), ...pools(), ...weights(wDtype))), calls, `${what}: kernel calls`);
+    for (const seed of [2, 3]) {
+      const [mine, theirs] = [pools(), pools()];
+      const got = f(...args(seed), ...mine, ...weights(wDtype)) as torch.Tensor[];
+      const want = step(...args(seed), ...theirs, ...weights(wDtype));
+      await close([...got, ...mine], [...want, ...theirs], `${what}, seed ${seed}`);
+    }
   }
 });
 

@@ -19,6 +19,7 @@ import { groupLinears } from "./passes/linear_group.js";
 import { fuseLinearArgmax } from "./passes/linear_argmax.js";
 import { fuseRotaryKVWrite } from "./passes/rotary_kv.js";
 import { fuseRotaryGather } from "./passes/rotary_gather.js";
+import { fuseRotaryNorms } from "./passes/rotary_norm.js";
 import { fuseAttentionOut } from "./passes/attention_out.js";
 import { fuseMlpOut } from "./passes/mlp_out.js";
 import { planMemory } from "./passes/memory_plan.js";
@@ -81,7 +82,8 @@ export class GraphProgram {
       ? fuseLinearArgmax(grouped, outputs, temporary, { float: ops.includes("linearArgmax"), quantized: ops.includes("linearArgmaxQuantized") }) : grouped;
     const rotated = ops.includes("rotaryKVWrite") ? fuseRotaryKVWrite(headed, outputs, temporary) : headed;
     const gathered = ops.includes("rotaryKVWrite") ? fuseRotaryGather(rotated, outputs, temporary) : rotated;
-    const attended = ops.includes("pagedAttentionLinearAdd") ? fuseAttentionOut(gathered, outputs, temporary) : gathered;
+    const normed = ops.includes("normRotaryKVWrite") ? fuseRotaryNorms(gathered, outputs, temporary) : gathered;
+    const attended = ops.includes("pagedAttentionLinearAdd") ? fuseAttentionOut(normed, outputs, temporary) : normed;
     const kept = ops.includes("linearGroupLinearAdd") ? fuseMlpOut(attended, outputs, temporary) : attended;
     const plan = planMemory(kept, temporary, device);
     this.info = {

@@ -232,12 +232,13 @@ export interface KernelSignatures {
   /** linearArgmax with a block-quantized LM head (compile's linear-argmax fusion): the logits
    * linearQuantized computes, reduced as linearArgmax's. */
   linearArgmaxQuantized(x: TensorView, norm: LinearGroupNorm | null, w: QuantizedWeight, out: TensorView): void;
-  /** rotaryKVWrite (no `rows`) of q and k normalized per head first: rmsNorm(q, norm.q, eps, offset)
-   * and rmsNorm(k, norm.k, …) over their last dim D (Qwen3's q_norm / k_norm), then rotary and the
-   * KV write; the values of rmsNorm then rotaryKVWrite (called eagerly by tensor/fused.ts
-   * rotaryCacheWrite). */
+  /** rotaryKVWrite of q and k normalized per head first: rmsNorm(q, norm.q, eps, offset) and
+   * rmsNorm(k, norm.k, …) over their last dim D (Qwen3's q_norm / k_norm), then rotary (cos/sin, or
+   * with `rows` the tables, as rotaryKVWrite's) and the KV write; the values of rmsNorm then
+   * rotaryKVWrite (called eagerly by tensor/fused.ts rotaryCacheWrite; made by compile's q/k-norm
+   * fusion, compile/passes/rotary_norm.ts). */
   normRotaryKVWrite(q: TensorView, qOut: TensorView, k: TensorView, v: TensorView, cos: TensorView, sin: TensorView,
-    kCache: TensorView, vCache: TensorView, slots: TensorView, norm: QKNorm): void;
+    kCache: TensorView, vCache: TensorView, slots: TensorView, norm: QKNorm, rows?: TensorView | null): void;
 }
 
 /** Per-head RMS norms of q and k (rmsNorm weights [D], eps and weight offset), as normRotaryKVWrite takes them. */

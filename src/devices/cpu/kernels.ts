@@ -88,10 +88,10 @@ const rotaryKVWrite: KernelSignatures["rotaryKVWrite"] = (q, qOut, k, v, cos, si
 };
 
 /** normRotaryKVWrite on cpu: the same addon call with the q/k norm weights (normalized by the eager rmsNorm kernel first). */
-const normRotaryKVWrite: KernelSignatures["normRotaryKVWrite"] = (q, qOut, k, v, cos, sin, kc, vc, slots, norm) => {
+const normRotaryKVWrite: KernelSignatures["normRotaryKVWrite"] = (q, qOut, k, v, cos, sin, kc, vc, slots, norm, rows = null) => {
   const [B, L, Hkv, D] = k.shape, [N, bs] = kc.shape;
   native().rotaryKVWrite(buf(q), buf(qOut), buf(k), buf(v), buf(cos), buf(sin), buf(kc), buf(vc), buf(slots),
-    null, 0, B, L, q.shape[2], Hkv, D, vc.shape[3], last(cos), 0, N, bs, code(kc),
+    rows ? buf(rows) : null, rows ? code(rows) : 0, B, L, q.shape[2], Hkv, D, vc.shape[3], last(cos), rows ? cos.shape[0] : 0, N, bs, code(kc),
     buf(norm.q), buf(norm.k), code(norm.q), norm.eps, norm.offset);
 };
 
