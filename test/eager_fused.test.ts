@@ -221,6 +221,22 @@ test("Qwen3's decode steps (q/k norms inside the fused rotary + KV write) give t
   }
 });
 
+test("Qwen3 attention with a replaced q_norm forward that throws leaves the KV cache as it was (norms run before reserve)", async (t) => {
+  const dir = path.join(TINY, "qwen3");
+  const skip = missing(dir);
+  if (skip) return t.skip(skip);
+  const model = await AutoModelForCausalLM.fromPretrained(dir);
+  const cache = new KVCache(model.numLayers, "dynamic", 8, "float32");
+  const step = (ids: number[], past: number) => model.forward({
+    inputIds: model.idsTensor([ids]), positionIds: [ids.map((_, i) => past + i)], attentionMask: null, cache,
+  });
+  await step([1, 2, 3], 0).data();
+  const layers = (model as unknown as { model: { layers: { items: { self_attn: { q_norm: { forward: (x: torch.Tensor) => torch.Tensor } } }[] } } }).model.layers.items;
+  layers[0].self_attn.q_norm.forward = () => { throw new Error("norm kernel failed"); };
+  assert.throws(() => step([4], 3), /norm kernel failed/);
+  assert.deepEqual(cache.layers.map((l) => l.seqLength), cache.layers.map(() => 3), "no layer counted the failed step's position");
+});
+
 test("inside a trace the fused ops record the plain ops (compile's passes choose the fusions)", () => {
   torch.compiler.reset();
   const [K, I] = [32, 64];

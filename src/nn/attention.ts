@@ -165,23 +165,27 @@ export class RotaryAttention extends Module {
     const v = vp.view(B, L, nkv, d);
     const { scale = d ** -0.5, softcap, window } = this.o;
     const opts = { scale, mask, window, softcap, sinks: this.sinks?.value };
-    // A cache that lets the caller write (LayerKVCache.reserve): rotary and the KV write in one fused op.
-    // The rotary tables are checked before reserve (which counts the positions as written), so a call
-    // that throws leaves the cache as it was; the cache itself checks k/v against its buffers.
+    // A cache that lets the caller write (LayerKVCache.reserve): rotary and the KV write in one fused
+    // op, with q_norm / k_norm inside it where both are plain RMSNorms of one eps and offset. Norms
+    // that are not (a replaced forward, which may throw) and the rotary tables' check run before
+    // reserve (which counts the positions as written), so a call that throws leaves the cache as it
+    // was; the cache itself checks k/v against its buffers.
+    const writes = !!cache && !attendsItself(cache) && !!cache.reserve;
+    const plainNorms = writes ? this.plainQKNorm() : null;
+    const norms = () => {
+      q = this.q_norm!.forward(q);
+      k = this.k_norm!.forward(k);
+    };
+    if (this.q_norm && this.k_norm && !plainNorms) norms();
     let room: KVReservation | null = null;
-    if (cache && !attendsItself(cache) && cache.reserve) {
+    if (writes) {
       checkRotary(k, cos, sin);
-      room = cache.reserve(k, v, window);
-    }
-    // q_norm / k_norm: inside the fused rotary + KV write where both are plain RMSNorms of one eps and offset.
-    const qkNorm = room ? this.plainQKNorm() : null;
-    if (this.q_norm && this.k_norm && !qkNorm) {
-      q = this.q_norm.forward(q);
-      k = this.k_norm.forward(k);
+      room = cache!.reserve!(k, v, window);
+      if (!room && plainNorms) norms();
     }
     let out: Tensor;
     if (room) {
-      const qr = rotaryCacheWrite(q, k, v, cos, sin, room.keyBuffer, room.valueBuffer, room.at, qkNorm);
+      const qr = rotaryCacheWrite(q, k, v, cos, sin, room.keyBuffer, room.valueBuffer, room.at, plainNorms);
       // Decode (one position, attending buffer positions [0, at]: every key the cache keeps, from its
       // front): attend the cache buffers in place.
       const inPlace = !mask && !opts.sinks && !window && room.keys.shape[2] === room.at + 1 && canAttendInCache(qr, room.keyBuffer.dtype);
