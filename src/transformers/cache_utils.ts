@@ -51,7 +51,9 @@ export class LayerKVCache implements AttentionKVCache {
    * Append k [B, L, Hkv, D] and v [B, L, Hkv, Dv] (heads not transposed) and return the keys/values
    * attention needs, [B, Hkv, Lk, D] / [B, Hkv, Lk, Dv]: every cached position then the new ones, the
    * last Lk of all positions seen (Lk = seqLength, or for a sliding window of `window` keys
-   * min(seqLength, window - 1 + L)). Throws when a static cache would overflow.
+   * min(seqLength, window - 1 + L)). The views read the cache's buffers: they are valid until the
+   * layer's next update, reserve or release (a growing buffer goes back to the device, which may hand
+   * it out again). Throws when a static cache would overflow.
    */
   update(k: Tensor, v: Tensor, window = 0): { keys: Tensor; values: Tensor } {
     const r = this.makeRoom(k, v, window);
@@ -70,6 +72,7 @@ export class LayerKVCache implements AttentionKVCache {
    * / [B, capacity, Hkv, Dv], the position `at` where the caller must write them (positions
    * [at, at + L) of every sequence) and update()'s keys/values views, which read them. Returns null,
    * changing nothing, for a chunk longer than a sliding window's buffer (update() joins it instead).
+   * The buffers and views are valid until the layer's next update, reserve or release (as update's).
    * Throws when a static cache would overflow.
    */
   reserve(k: Tensor, v: Tensor, window = 0): KVReservation | null {
@@ -213,7 +216,11 @@ export class KVCache {
   /** Positions cached so far (of the attention layers: in a hybrid model, layer 0 may be linear attention). */
   get seqLength(): number { return Math.max(0, ...this.layers.map((l) => l.seqLength)); }
 
-  /** Empty every layer and hand its buffers back to the device (LayerKVCache.release); linear-attention states are dropped. */
+  /**
+   * Empty every layer and hand its buffers back to the device (LayerKVCache.release); linear-attention
+   * states are dropped. Only the layers' own buffers: the pools of a StaticKVCache or a serving
+   * PagedKVCache (whose layers attend through them) are not handed back.
+   */
   release(): void {
     for (const l of this.layers) l.release();
     this.linearStates.clear();

@@ -5,8 +5,9 @@
 // rows (the direct GEMV kernels: a decode step) every weight's column panels are the tasks of ONE
 // pool job, where separate linears were a job each: the threads stream q, k and v (or gate and up)
 // back to back with one join instead of three. With an epilogue (a fused elementwise chain of the
-// products, SiLU(gate) * up), a task computes its columns of every product and applies the chain
-// to them while they are in cache. Each column is computed by the same kernel as an eager linear
+// products, SiLU(gate) * up), the products are computed the same way into a buffer of the calling
+// thread and the chain then runs over every column (epilogue_all: on the calling thread for a row
+// or two, in column pieces over the pool for more). Each column is computed by the same kernel as an eager linear
 // (gemm_range), and the norm and the chain by the eager rms_norm and fused_elementwise, so the
 // results equal the unfused ops' exactly. More rows (prefill: the packed / bf16 GEMMs) run each
 // product with gemm_parallel and the chain over the whole products afterwards. Block-quantized

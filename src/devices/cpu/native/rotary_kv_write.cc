@@ -53,7 +53,7 @@ void rotary_kv_write(const RotaryKVWriteArgs& a) {
 }
 
 // rotaryKVWrite(q, qOut, k, v, cos, sin, kCache, vCache, slots, rows, rowsDtype, B, L, Hq, Hkv, D,
-// Dv, R, P, N, bs, kvDtype): see native.ts.
+// Dv, R, P, N, bs, kvDtype, qNorm, kNorm, normDtype, normEps, normOffset): see native.ts.
 napi_value RotaryKVWriteExport(napi_env env, napi_callback_info info) {
   Args args(env, info, "rotaryKVWrite", 27);
   const Buffer q = args.buffer(0, "q", true), q_out = args.buffer(1, "qOut", true);
