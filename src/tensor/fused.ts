@@ -151,11 +151,13 @@ export interface QKNormParams {
 export function rotaryCacheWrite(q: Tensor, k: Tensor, v: Tensor, cos: Tensor, sin: Tensor, kBuf: Tensor, vBuf: Tensor, at: number,
                                  qkNorm: QKNormParams | null = null): Tensor {
   checkSameDevice("rotary_cache_write", q, k, v, cos, sin, kBuf, vBuf, qkNorm?.q, qkNorm?.k);
+  // The norms as ops of their own, then the rest as without them.
+  const normsFirst = (n: QKNormParams) => rotaryCacheWrite(rmsNorm(q, n.q, n.eps, n.offset), rmsNorm(k, n.k, n.eps, n.offset), v, cos, sin, kBuf, vBuf, at);
   if (qkNorm) {
     const D = k.shape[k.ndim - 1], op = "normRotaryKVWrite";
     const fused = q.ndim === 4 && k.ndim === 4 && q.shape[3] === D && [qkNorm.q, qkNorm.k].every((w) => w.ndim === 1 && w.shape[0] === D && w.dtype === qkNorm.q.dtype && isFloating(w.dtype))
       && fusable(op, q) && kernelTakesPools(op, q.device.type, kBuf.dtype);
-    if (!fused) return rotaryCacheWrite(rmsNorm(q, qkNorm.q, qkNorm.eps, qkNorm.offset), rmsNorm(k, qkNorm.k, qkNorm.eps, qkNorm.offset), v, cos, sin, kBuf, vBuf, at);
+    if (!fused) return normsFirst(qkNorm);
   }
   const [B, L, Hkv, D] = k.shape, cap = kBuf.shape[1], Dv = v.shape[3], R = cos.shape[2];
   const fits = q.ndim === 4 && k.ndim === 4 && v.ndim === 4 && q.shape[0] === B && q.shape[1] === L && q.shape[3] === D
@@ -163,7 +165,7 @@ export function rotaryCacheWrite(q: Tensor, k: Tensor, v: Tensor, cos: Tensor, s
     && kBuf.dtype === vBuf.dtype && isFloating(kBuf.dtype) && kBuf.isContiguous && vBuf.isContiguous && kBuf.offset === 0 && vBuf.offset === 0
     && cos.ndim === 3 && cos.shape[0] === B && cos.shape[1] === L && sameShape(cos.shape, sin.shape) && R % 2 === 0 && R <= D && [q, k, v].every((t) => t.dtype === "float32") && at >= 0 && at + L <= cap && B * L > 0;
   if (!fits || !fusable("rotaryKVWrite", q) || !kernelTakesPools("rotaryKVWrite", q.device.type, kBuf.dtype)) {
-    if (qkNorm) return rotaryCacheWrite(rmsNorm(q, qkNorm.q, qkNorm.eps, qkNorm.offset), rmsNorm(k, qkNorm.k, qkNorm.eps, qkNorm.offset), v, cos, sin, kBuf, vBuf, at);
+    if (qkNorm) return normsFirst(qkNorm);
     const qr = applyRotary(q, cos, sin), kr = applyRotary(k, cos, sin);
     const fitsAt = at >= 0 && at + L <= cap && kBuf.ndim === 4 && vBuf.ndim === 4;
     const [kDst, vDst] = fitsAt ? [kBuf.narrow(1, at, L), vBuf.narrow(1, at, L)] : [null, null];
