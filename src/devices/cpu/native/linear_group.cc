@@ -7,10 +7,10 @@
 // back to back with one join instead of three. With an epilogue (a fused elementwise chain of the
 // products, SiLU(gate) * up), the products are computed the same way into a buffer of the calling
 // thread and the chain then runs over every column (epilogue_all: on the calling thread for a row
-// or two, in column pieces over the pool for more). Each column is computed by the same kernel as an eager linear
-// (gemm_range), and the norm and the chain by the eager rms_norm and fused_elementwise, so the
-// results equal the unfused ops' exactly. More rows (prefill: the packed / bf16 GEMMs) run each
-// product with gemm_parallel and the chain over the whole products afterwards. Block-quantized
+// or two, in column pieces over the pool for more). Each column is computed by the same kernel as
+// an eager linear (gemm_range), and the norm and the chain by the eager rms_norm and
+// fused_elementwise, so the results equal the unfused ops' exactly. More rows (prefill: the packed
+// / bf16 GEMMs) run each product with gemm_parallel, then epilogue_all. Block-quantized
 // weights (FusedWeight) run the same way through linear_quantized's kernels (FusedProducts): the
 // input quantized once per call, split as linear_quantized_group splits (parallel_ranges over its
 // 24-row chunks), the results again the eager ones.
@@ -144,13 +144,7 @@ void linear_group(const LinearGroupArgs& a) {
   const int64_t panel = products.granule();
   if (!products.direct()) {
     for (int g = 0; g < a.G; ++g) products.whole(g, nullptr, outs[g]);
-    if (a.prog) {
-      const int64_t N = a.w[0].N;
-      const Dims shape{a.M, N};
-      const Dims strides[kMaxFusedInputs] = {{N, 1}, {N, 1}, {N, 1}, {N, 1}, {N, 1}, {N, 1}};
-      const float* in[kMaxFusedInputs] = {outs[0], outs[1], outs[2]};
-      fused_elementwise(a.prog, a.nsteps, in, strides, a.G, a.out[0], shape);
-    }
+    if (a.prog) epilogue_all(a, outs);
     return;
   }
   if (a.w[0].bits) {
