@@ -11,6 +11,7 @@
 
 #include "dtype.h"
 #include "gemm_kernels.h"
+#include "prefetch.h"
 
 namespace tsorch {
 namespace {
@@ -45,9 +46,10 @@ struct Load<V, kF16> {
 // A single row of A (M = 1, decode) takes one row of W at a time (DN = 1): W is then read strictly
 // in address order, a single stream, which the hardware prefetcher follows at close to the DRAM
 // bandwidth from one core (measured on Zen 4: ~27 GB/s, against ~13 GB/s for four interleaved row
-// streams, with or without software prefetch). With several rows of A the kernel is bound by
-// loads and FMAs rather than by DRAM, and blocks of DN rows of W (each converted vector reused DM
-// times) win; those interleaved streams do need the software prefetch below.
+// streams, with or without software prefetch), helped by a software prefetch ahead (prefetch.h).
+// With several rows of A the kernel is bound by loads and FMAs rather than by DRAM, and blocks of
+// DN rows of W (each converted vector reused DM times) win; those interleaved streams do need the
+// software prefetch below.
 // ---------------------------------------------------------------------------------------------
 template <class V, int DT, int DM, int DN>
 void gemv_nt_block(const float* A, int64_t lda, int64_t K, const void* W, int64_t ldw, int64_t n,
@@ -75,6 +77,9 @@ void gemv_nt_block(const float* A, int64_t lda, int64_t K, const void* W, int64_
 #pragma GCC unroll 16
     for (int a = 0; a < NA; ++a) {
       vf w[DN];
+      // One row of W (decode): prefetched kDecodePrefetchBytes ahead, once per 64-byte line.
+      if (DN == 1 && a * V::W * kWBytes % 64 == 0)
+        __builtin_prefetch(reinterpret_cast<const char*>(W) + (n * ldw + k + a * V::W) * kWBytes + kDecodePrefetchBytes);
 #pragma GCC unroll 16
       for (int j = 0; j < DN; ++j) {
         if (DN > 1)

@@ -22,6 +22,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "prefetch.h"
 #include "quant_kernels.h"
 
 namespace tsorch {
@@ -132,8 +133,9 @@ void idot_tile(int bits, const uint8_t* act, int64_t Kp, int64_t K, const uint8_
 // MM activation rows (decode sizes) against rows [n0, n1) of W, one row of W at a time, its vector
 // steps spread over U accumulators per activation row (independent FMA chains). Rows of W are
 // contiguous, so the codes and the scales are read as two linear streams, which the hardware
-// prefetcher follows at full speed; tiles of R interleaved rows (R + R streams, even with software
-// prefetch) left it well short of the bandwidth (measured on Zen 5 with W from DRAM, one thread,
+// prefetcher follows, helped by a software prefetch (prefetch.h); tiles of R interleaved rows
+// (R + R streams, even with software prefetch) left it well short of the bandwidth (measured on
+// Zen 5 with W from DRAM, one thread, before the prefetch of prefetch.h,
 // M = 1: q8 on avx512-vnni 21.5 -> 26 GB/s at 1024 x 3072 (unchanged at 3072 x 1024), on avx2 /
 // avx-vnni 16-19 -> 24-25, q4 on avx-vnni 13-19 -> 21; M = 2 / 3: q8 on avx512-vnni 16 -> 23 /
 // 12 -> 20; a streaming read: 30-40). BITS is a template argument so that the weight decode is
@@ -142,6 +144,7 @@ template <class IV, int BITS, int MM, int U>
 void idot_rows_lin(const uint8_t* act, int64_t Kp, int64_t K, const uint8_t* q, const float* scales,
                    const float* bias, float* C, int64_t ldc, int64_t n0, int64_t n1) {
   constexpr int BPV = IV::B / 32;
+  constexpr int64_t kVBytes = BITS == 8 ? IV::B : IV::B / 2;  // weight bytes per vector step
   const int64_t nb = K / 32, row = quant_row_bytes(BITS, K), nfull = nb / BPV;
   const int64_t stride = act_row_bytes_of(Kp);
   for (int64_t n = n0; n < n1; ++n) {
@@ -152,10 +155,17 @@ void idot_rows_lin(const uint8_t* act, int64_t Kp, int64_t K, const uint8_t* q, 
     for (int u = 0; u < U; ++u)
       _Pragma("GCC unroll 4")
       for (int m = 0; m < MM; ++m) acc[u][m][0] = IV::fzero();
+    // Prefetched kDecodePrefetchBytes ahead (prefetch.h), once per 64-byte line of the codes; the
+    // scales run at nb * 4 / row of the codes' pace: as far ahead of them in the weight.
+    for (int64_t l = 0; l < nb * 4; l += 64)
+      __builtin_prefetch(reinterpret_cast<const char*>(sr[0]) + kDecodePrefetchBytes * nb * 4 / row + l);
     int64_t v = 0;
     for (; v + U <= nfull; v += U)
       _Pragma("GCC unroll 8")
-      for (int u = 0; u < U; ++u) idot_step<IV, MM, 1, false>(BITS, act, stride, Kp, qr, sr, v + u, acc[u]);
+      for (int u = 0; u < U; ++u) {
+        if (u * kVBytes % 64 == 0) __builtin_prefetch(qr[0] + (v + u) * kVBytes + kDecodePrefetchBytes);
+        idot_step<IV, MM, 1, false>(BITS, act, stride, Kp, qr, sr, v + u, acc[u]);
+      }
     for (; v < nfull; ++v) idot_step<IV, MM, 1, false>(BITS, act, stride, Kp, qr, sr, v, acc[v % U]);
     if (nfull * BPV < nb) idot_step<IV, MM, 1, true>(BITS, act, stride, Kp, qr, sr, nfull, acc[U - 1]);
     _Pragma("GCC unroll 4")

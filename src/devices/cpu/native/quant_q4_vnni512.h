@@ -24,6 +24,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "prefetch.h"
 #include "quant_kernels.h"
 
 namespace tsorch {
@@ -89,11 +90,12 @@ inline __attribute__((always_inline)) void q4_step(const uint8_t* act, int64_t s
 
 // MM activation rows against rows [n0, n1) of W: C[m * ldc + n]. One row of W at a time, its
 // steps spread over U accumulators per activation row (independent FMA chains). Rows of W are
-// contiguous, so the codes and the scales are read as two linear streams that the hardware
-// prefetcher follows; tiles of R interleaved rows (R + R streams, with software prefetch) left it
+// contiguous, so the codes and the scales are read as two linear streams, each also prefetched
+// kDecodePrefetchBytes ahead (prefetch.h); tiles of R interleaved rows (R + R streams) left it
 // well short of the bandwidth. Measured on Zen 5 with W from DRAM (1024 x 3072, one thread, the
-// same process): M = 1 19-22 -> 24-26 GB/s (a streaming read of the same bytes: 29-39), M = 2
-// 16 -> 20, M = 3 15 -> 17; with W in cache, M = 1 runs at about 55 GB/s either way.
+// same process, before the software prefetch): M = 1 19-22 -> 24-26 GB/s (a streaming read of the
+// same bytes: 29-39), M = 2 16 -> 20, M = 3 15 -> 17. Four rows of W sharing each step's
+// activation loads ran 10-20% faster in a kernel benchmark but not in a model's decode, so not kept.
 template <int MM, int U>
 void q4_rows(const uint8_t* act, int64_t stride, int64_t K, const uint8_t* q, const float* scales,
              const float* bias, float* C, int64_t ldc, int64_t n0, int64_t n1) {
@@ -107,10 +109,15 @@ void q4_rows(const uint8_t* act, int64_t stride, int64_t K, const uint8_t* q, co
     for (int u = 0; u < U; ++u)
       _Pragma("GCC unroll 4")
       for (int m = 0; m < MM; ++m) acc[u][m] = _mm512_setzero_ps();
+    // The scales run at a quarter of the codes' pace: as far ahead of them in the weight.
+    for (int64_t l = 0; l < nb * 4; l += 64) __builtin_prefetch(reinterpret_cast<const char*>(sr) + kDecodePrefetchBytes / 4 + l);
     int64_t c = 0;
     for (; c + U <= full; c += U)
       _Pragma("GCC unroll 8")
-      for (int u = 0; u < U; ++u) q4_step<MM, false>(act, stride, Kp, qr, sr, c + u, 0, acc[u]);
+      for (int u = 0; u < U; ++u) {
+        __builtin_prefetch(qr + (c + u) * 64 + kDecodePrefetchBytes);
+        q4_step<MM, false>(act, stride, Kp, qr, sr, c + u, 0, acc[u]);
+      }
     for (; c < full; ++c) q4_step<MM, false>(act, stride, Kp, qr, sr, c, 0, acc[c % U]);
     if (tail) q4_step<MM, true>(act, stride, Kp, qr, sr, full, tail, acc[U - 1]);
     _Pragma("GCC unroll 4")
@@ -132,7 +139,7 @@ inline void q4_dot_rows(const uint8_t* act, int64_t stride, int64_t M, int64_t K
     const uint8_t* a = act + m * stride;
     float* c = C + m * ldc;
     switch (M - m) {
-      case 1: q4_rows<1, 4>(a, stride, K, q, scales, bias, c, ldc, n0, n1); break;
+      case 1: q4_rows<1, 2>(a, stride, K, q, scales, bias, c, ldc, n0, n1); break;
       case 2: q4_rows<2, 2>(a, stride, K, q, scales, bias, c, ldc, n0, n1); break;
       default: q4_rows<3, 2>(a, stride, K, q, scales, bias, c, ldc, n0, n1); break;
     }
