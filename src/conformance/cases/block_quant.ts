@@ -155,7 +155,9 @@ export function blockQuantCases(): Case[] {
     // 4 rows and more take the GEMM over repacked 16-row panels where the host has one (avx512-vnni).
     linearQuantizedCase("int4, 13 rows, K=96 (odd block count), 45 outputs, bfloat16 bias", 4, 13, 45, 96, rng, "bfloat16"),
     // avx512-vnni decodes int4 four blocks (one 64-byte line) at a time, one row of W at a time over
-    // 4 accumulators (2 with 2-3 activation rows): full lines plus a 1-3 block tail, 2 and 3 rows.
+    // 2 accumulators: full lines plus a 1-3 block tail, 2 and 3 rows. avx2 / avx-vnni decode it two
+    // blocks (32 bytes) at a time: these and the odd block counts above (K = 96, 160, 224) end in a
+    // one-block tail.
     linearQuantizedCase("int4, 1 row, K=1024 (whole lines), 9 outputs, float32 bias", 4, 1, 9, 1024, rng, "float32"),
     linearQuantizedCase("int4, 1 row, K=288 (2 lines + 1 block), 6 outputs", 4, 1, 6, 288, rng, null),
     linearQuantizedCase("int4, 2 rows, K=160 (1 line + 1 block), 7 outputs", 4, 2, 7, 160, rng, null),
@@ -165,7 +167,7 @@ export function blockQuantCases(): Case[] {
     // int8: 5 64-byte steps + 1 block, or 11 32-byte steps).
     linearQuantizedCase("int4, 1 row, K=704 (5 lines + 2 blocks), 10 outputs, float32 bias", 4, 1, 10, 704, rng, "float32"),
     linearQuantizedCase("int8, 1 row, K=352 (5 steps + 1 block), 7 outputs", 8, 1, 7, 352, rng, null),
-    // 2-3 rows (int8 on every tier, int4 off avx512-vnni): 2 accumulators per row, rounds plus a remainder and a tail.
+    // 2-3 rows (int8 on every tier): 2 accumulators per row, rounds plus a remainder and a tail.
     linearQuantizedCase("int8, 2 rows, K=352, 9 outputs, float32 bias", 8, 2, 9, 352, rng, "float32"),
     linearQuantizedCase("int8, 3 rows, K=416 (6 64-byte steps + 1 block, 13 32-byte steps), 5 outputs", 8, 3, 5, 416, rng, null),
     // One call for the linears that share an input (decode's q/k/v, gate/up): uneven row counts, a bias.

@@ -3,6 +3,7 @@
 #include "quant_impl.h"
 #include "quant_int_traits.h"
 #include "quant_int_impl.h"
+#include "quant_q4_ymm.h"
 
 namespace tsorch {
 
@@ -14,7 +15,7 @@ const QuantKernels& quant_kernels_avx2() {
 
 // The avx2 integer-path table (quant_int_impl.h).
 const IntQuantKernels& int_quant_kernels_avx2() {
-  static const IntQuantKernels kernels = make_int_kernels<IntTraits>();
+  static const IntQuantKernels kernels = make_ymm_int_kernels();
   return kernels;
 }
 

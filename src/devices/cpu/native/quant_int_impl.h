@@ -7,6 +7,7 @@
 //   IntAvxVnni     32 bytes (1 block),               vpdpbusd ymm    (quant_avxvnni.cc)
 //   IntAvx2        32 bytes, vpmaddubsw + vpmaddwd (sign trick)     (quant_avx2.cc)
 //   IntPortable    32 bytes, scalar                                 (quant_portable.cc)
+// (q4_0 weights on the first three take their own kernels: quant_q4_vnni512.h, quant_q4_ymm.h.)
 // vpdpbusd multiplies unsigned by signed bytes: weights enter as unsigned (q8: code + 128,
 // q4: the stored nibble = code + 8) and the offset times the activations' sum is subtracted through
 // the accumulator's start value (corr, computed once per activation row).
@@ -145,7 +146,6 @@ void idot_rows_lin(const uint8_t* act, int64_t Kp, int64_t K, const uint8_t* q, 
                    const float* bias, float* C, int64_t ldc, int64_t n0, int64_t n1) {
   constexpr int BPV = IV::B / 32;
   constexpr int64_t kVBytes = BITS == 8 ? IV::B : IV::B / 2;  // weight bytes per vector step
-  constexpr bool kPrefetch = BITS == 8;
   const int64_t nb = K / 32, row = quant_row_bytes(BITS, K), nfull = nb / BPV;
   const int64_t stride = act_row_bytes_of(Kp);
   for (int64_t n = n0; n < n1; ++n) {
@@ -156,18 +156,15 @@ void idot_rows_lin(const uint8_t* act, int64_t Kp, int64_t K, const uint8_t* q, 
     for (int u = 0; u < U; ++u)
       _Pragma("GCC unroll 4")
       for (int m = 0; m < MM; ++m) acc[u][m][0] = IV::fzero();
-    // q8: prefetched kDecodePrefetchBytes ahead (prefetch.h), once per 64-byte line of the codes;
-    // the scales run at nb * 4 / row of the codes' pace: as far ahead of them in the weight. Not q4,
-    // which on these 32-byte vectors is bound by its nibble unpacking (26-31 GB/s from 2 threads on
-    // Zen 5, where q8 reads 44-50), and measured 0-5% slower with the prefetch.
-    if (kPrefetch)
-      for (int64_t l = 0; l < nb * 4; l += 64)
-        __builtin_prefetch(reinterpret_cast<const char*>(sr[0]) + kDecodePrefetchBytes * nb * 4 / row + l);
+    // Prefetched kDecodePrefetchBytes ahead (prefetch.h), once per 64-byte line of the codes; the
+    // scales run at nb * 4 / row of the codes' pace: as far ahead of them in the weight.
+    for (int64_t l = 0; l < nb * 4; l += 64)
+      __builtin_prefetch(reinterpret_cast<const char*>(sr[0]) + kDecodePrefetchBytes * nb * 4 / row + l);
     int64_t v = 0;
     for (; v + U <= nfull; v += U)
       _Pragma("GCC unroll 8")
       for (int u = 0; u < U; ++u) {
-        if (kPrefetch && u * kVBytes % 64 == 0) __builtin_prefetch(qr[0] + (v + u) * kVBytes + kDecodePrefetchBytes);
+        if (u * kVBytes % 64 == 0) __builtin_prefetch(qr[0] + (v + u) * kVBytes + kDecodePrefetchBytes);
         idot_step<IV, MM, 1, false>(BITS, act, stride, Kp, qr, sr, v + u, acc[u]);
       }
     for (; v < nfull; ++v) idot_step<IV, MM, 1, false>(BITS, act, stride, Kp, qr, sr, v, acc[v % U]);

@@ -1,0 +1,191 @@
+// The q4_0 x int8 dot products on 32-byte vectors (AVX2, AVX-VNNI): two blocks of W (64 values,
+// one 32-byte load of nibbles) per step instead of one:
+//   lo = bytes & 0x0F  -> elements 0..15 of blocks b, b + 1 (16 bytes each)
+//   hi = bytes >> 4    -> elements 16..31 of the same blocks
+// so that in both vectors the 4 int32 lanes of 16-byte half h belong to block b + h. Both products
+// go into ONE int32 accumulator (started at the activations' offset correction), which takes one
+// conversion and one FMA with the lanes' d_w * d_a: 3 unpack ops per 64 weights, where the one-block
+// step of quant_int_impl.h spends 5 per 32 (a 16-byte load widened to 32 bytes), and on AVX2 the
+// unsigned nibbles go straight into vpmaddubsw, without the sign trick's two vpsignb. The same
+// bit-exact block sums as llama.cpp's ggml_vec_dot_q4_0_q8_0 (int32 per block, then float scales).
+// The 64-byte-line version for AVX512-VNNI is quant_q4_vnni512.h.
+//
+// Activation row layout (q4y_row_bytes(K) bytes or more, Kp = K rounded up to 64): per chunk c of
+// 64 values, int8 codes [64] at c * 64 (block b = 2c + h's elements 0..15 at 16 h, its 16..31 at
+// 32 + 16 h, zero where the row has no block b), then after all codes int32 corr [8] per chunk (-8
+// times the sum of the lane's 8 codes: the nibbles carry the weight offset 8) and float d_a [8]
+// per chunk (lane l holds block 2c + l / 4's scale).
+//
+// Internal linkage (see gemm_impl.h). Include after quant_int_impl.h, with IntTraits
+// (quant_int_traits.h) a 32-byte vector: Q4yDot::dot2 is vpdpbusd twice (AVX-VNNI) or
+// vpmaddubsw / vpmaddwd (AVX2). make_ymm_int_kernels() is the integer-path table of these tiers:
+// quant_int_impl.h's kernels for q8_0, this file's for q4_0.
+#pragma once
+
+#include <immintrin.h>
+
+#include <cstdint>
+#include <cstring>
+
+#include "prefetch.h"
+#include "quant_kernels.h"
+
+namespace tsorch {
+namespace {
+
+inline int64_t q4y_kp(int64_t K) { return (K + 63) / 64 * 64; }
+inline int64_t q4y_row_bytes(int64_t K) { return 2 * q4y_kp(K); }
+
+// Rows m0 <= m < m1 of A [., K] (row stride lda) -> the layout above, row m at m * stride
+// (stride >= q4y_row_bytes(K)).
+inline void q4y_quantize_act(const float* A, int64_t lda, int64_t m0, int64_t m1, int64_t K, uint8_t* act,
+                             int64_t stride) {
+  const int64_t Kp = q4y_kp(K), nb = K / 32;
+  for (int64_t m = m0; m < m1; ++m) {
+    uint8_t* row = act + m * stride;
+    int8_t* codes = reinterpret_cast<int8_t*>(row);
+    int32_t* corr = reinterpret_cast<int32_t*>(row + Kp);
+    float* dl = reinterpret_cast<float*>(row + Kp + Kp / 2);
+    for (int64_t c = 0; c < Kp / 64; ++c) {
+      int8_t* lo = codes + c * 64;
+      for (int h = 0; h < 2; ++h) {
+        int8_t nat[32] = {};
+        float d = 0.f;
+        if (c * 2 + h < nb) quantize_act_block<IntTraits>(A + m * lda + (c * 2 + h) * 32, nat, &d);
+        std::memcpy(lo + 16 * h, nat, 16);
+        std::memcpy(lo + 32 + 16 * h, nat + 16, 16);
+        for (int l = 0; l < 4; ++l) {
+          int32_t s = 0;
+          for (int i = 0; i < 4; ++i) s += lo[16 * h + 4 * l + i] + lo[32 + 16 * h + 4 * l + i];
+          corr[c * 8 + 4 * h + l] = -8 * s;
+          dl[c * 8 + 4 * h + l] = d;
+        }
+      }
+    }
+  }
+}
+
+// lo . alo + hi . ahi + corr per int32 lane (weights unsigned, activations signed).
+struct Q4yDot {
+  static __m256i dot2(__m256i corr, __m256i lo, __m256i alo, __m256i hi, __m256i ahi) {
+#if defined(__AVXVNNI__)
+    return _mm256_dpbusd_avx_epi32(_mm256_dpbusd_avx_epi32(corr, lo, alo), hi, ahi);
+#else
+    // Each int16 lane of vpmaddubsw is at most 2 * 15 * 127 = 3810 in magnitude, so the sum of two
+    // cannot saturate.
+    const __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(lo, alo), _mm256_maddubs_epi16(hi, ahi));
+    return _mm256_add_epi32(corr, _mm256_madd_epi16(p, _mm256_set1_epi16(1)));
+#endif
+  }
+};
+
+// One 64-value step (chunk c) of MM activation rows against one row of W (codes qr, scales sr;
+// TAIL: only the row's last block, read with 16-byte and 4-byte loads).
+template <int MM, bool TAIL>
+inline __attribute__((always_inline)) void q4y_step(const uint8_t* act, int64_t stride, int64_t Kp,
+                                                    const uint8_t* qr, const float* sr, int64_t c,
+                                                    __m256 (&acc)[MM]) {
+  const __m256i nib = _mm256_set1_epi8(0x0F);
+  const __m256i spread = _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1);
+  const __m256i line = TAIL ? _mm256_inserti128_si256(_mm256_setzero_si256(), _mm_loadu_si128(reinterpret_cast<const __m128i*>(qr + c * 32)), 0)
+                            : _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qr + c * 32));
+  const __m256i lo = _mm256_and_si256(line, nib);
+  const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(line, 4), nib);
+  const __m128 s2 = TAIL ? _mm_load_ss(sr + c * 2) : _mm_castsi128_ps(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sr + c * 2)));
+  const __m256 ws = _mm256_permutevar8x32_ps(_mm256_castps128_ps256(s2), spread);
+  _Pragma("GCC unroll 4")
+  for (int m = 0; m < MM; ++m) {
+    const uint8_t* a = act + m * stride;
+    const __m256i alo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a + c * 64));
+    const __m256i ahi = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a + c * 64 + 32));
+    const __m256i corr = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a + Kp + c * 32));
+    const __m256 da = _mm256_loadu_ps(reinterpret_cast<const float*>(a + Kp + Kp / 2) + c * 8);
+    const __m256i s = Q4yDot::dot2(corr, lo, alo, hi, ahi);
+    acc[m] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_mul_ps(ws, da), acc[m]);
+  }
+}
+
+// MM activation rows against rows [n0, n1) of W: C[m * ldc + n]. One row of W at a time (codes
+// and scales two linear streams, each also prefetched kDecodePrefetchBytes ahead: prefetch.h), its
+// steps alternating between 2 accumulators per activation row; the tail block goes to the second.
+// Measured on Zen 5 (2 threads, W from DRAM, bench/quant_linear.js --copies 300, 1024 x 3072 and
+// 3072 x 1024): M = 1 avx2 30.2 / 30.7 -> 37.5 / 36.2 GB/s, avx-vnni 34.6 / 33.5 -> 43.9 / 43.4
+// against the one-block steps of quant_int_impl.h; M = 8 and 32 20-40% faster.
+template <int MM>
+void q4y_rows(const uint8_t* act, int64_t stride, int64_t K, const uint8_t* q, const float* scales,
+              const float* bias, float* C, int64_t ldc, int64_t n0, int64_t n1) {
+  const int64_t nb = K / 32, row = K / 2, Kp = q4y_kp(K), full = nb / 2;
+  for (int64_t n = n0; n < n1; ++n) {
+    const uint8_t* qr = q + n * row;
+    const float* sr = scales + n * nb;
+    __m256 even[MM], odd[MM];
+    _Pragma("GCC unroll 4")
+    for (int m = 0; m < MM; ++m) even[m] = odd[m] = _mm256_setzero_ps();
+    for (int64_t l = 0; l < nb * 4; l += 64) __builtin_prefetch(reinterpret_cast<const char*>(sr) + kDecodePrefetchBytes / 4 + l);
+    int64_t c = 0;
+    for (; c + 2 <= full; c += 2) {
+      __builtin_prefetch(qr + c * 32 + kDecodePrefetchBytes);
+      q4y_step<MM, false>(act, stride, Kp, qr, sr, c, even);
+      q4y_step<MM, false>(act, stride, Kp, qr, sr, c + 1, odd);
+    }
+    if (c < full) q4y_step<MM, false>(act, stride, Kp, qr, sr, c, even);
+    if (nb % 2) q4y_step<MM, true>(act, stride, Kp, qr, sr, full, odd);
+    _Pragma("GCC unroll 4")
+    for (int m = 0; m < MM; ++m) {
+      const __m256 sum = _mm256_add_ps(even[m], odd[m]);
+      __m128 s = _mm_add_ps(_mm256_castps256_ps128(sum), _mm256_extractf128_ps(sum, 1));
+      s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+      s = _mm_add_ss(s, _mm_movehdup_ps(s));
+      C[m * ldc + n] = _mm_cvtss_f32(s) + (bias ? bias[n] : 0.f);
+    }
+  }
+}
+
+// Activation rows [0, M) (row m at m * stride) against rows [n0, n1) of the q4_0 weight, three
+// activation rows at a time: C[m * ldc + n] = sum_k a(m, k) * W(n, k) (+ bias[n]).
+inline void q4y_dot_rows(const uint8_t* act, int64_t stride, int64_t M, int64_t K, const uint8_t* q,
+                         const float* scales, const float* bias, float* C, int64_t ldc, int64_t n0,
+                         int64_t n1) {
+  for (int64_t m = 0; m < M; m += 3) {
+    const uint8_t* a = act + m * stride;
+    float* c = C + m * ldc;
+    switch (M - m) {
+      case 1: q4y_rows<1>(a, stride, K, q, scales, bias, c, ldc, n0, n1); break;
+      case 2: q4y_rows<2>(a, stride, K, q, scales, bias, c, ldc, n0, n1); break;
+      default: q4y_rows<3>(a, stride, K, q, scales, bias, c, ldc, n0, n1); break;
+    }
+  }
+}
+
+// The activation row holds either layout (q8_0: quant_int_impl.h's, q4_0: the one above).
+inline int64_t act_row_bytes_ymm(int64_t K) {
+  const int64_t a = act_row_bytes<IntTraits>(K), b = q4y_row_bytes(K);
+  return a > b ? a : b;
+}
+
+inline void quantize_act_ymm(int bits, const float* A, int64_t lda, int64_t m0, int64_t m1, int64_t K, uint8_t* act) {
+  const int64_t stride = act_row_bytes_ymm(K);
+  if (bits == 4) return q4y_quantize_act(A, lda, m0, m1, K, act, stride);
+  for (int64_t m = m0; m < m1; ++m) quantize_act<IntTraits>(bits, A + m * lda, lda, 0, 1, K, act + m * stride);
+}
+
+inline void dot_rows_ymm(int bits, const uint8_t* act, int64_t M, int64_t K, const uint8_t* q, const float* scales,
+                         const float* bias, float* C, int64_t ldc, int64_t n0, int64_t n1) {
+  const int64_t stride = act_row_bytes_ymm(K);
+  if (bits == 4) return q4y_dot_rows(act, stride, M, K, q, scales, bias, C, ldc, n0, n1);
+  // q8_0: quant_int_impl.h's rows, all M at once where its row stride is this table's.
+  if (stride == act_row_bytes<IntTraits>(K)) return idot_rows<IntTraits>(bits, act, M, K, q, scales, bias, C, ldc, n0, n1);
+  for (int64_t m = 0; m < M; ++m)
+    idot_rows<IntTraits>(bits, act + m * stride, 1, K, q, scales, bias, C + m * ldc, ldc, n0, n1);
+}
+
+inline IntQuantKernels make_ymm_int_kernels() {
+  IntQuantKernels k = make_int_kernels<IntTraits>();
+  k.act_row_bytes = act_row_bytes_ymm;
+  k.quantize_act = quantize_act_ymm;
+  k.dot_rows = dot_rows_ymm;
+  return k;
+}
+
+}  // namespace
+}  // namespace tsorch
