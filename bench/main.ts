@@ -156,7 +156,10 @@ async function modelBench(dir: string, device: string, dtype = "auto") {
     prefillsLast.push(PROMPT / ((performance.now() - t0) / 1000));
   }
   // Batch-1 decode, eager then compiled (static cache, one graph per step; the first call
-  // compiles): each the median of 3 runs.
+  // compiles): each the median of 3 runs after one unmeasured run of the same length, as the
+  // compiled runs follow their compiling call: V8 optimizes the decode loop's JavaScript during
+  // the first eager run (the first eager generate after load runs ~1.6x slower per token).
+  await decode(1);
   const b1 = await medianDecode(() => decode(1));
   const b8 = await decode(8);
   await decode(1, true);
