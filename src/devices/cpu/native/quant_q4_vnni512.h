@@ -9,58 +9,26 @@
 // spends 14 (two 32-byte broadcasts and shifts, two scale spreads, two conversions, ...). The same
 // bit-exact sums as llama.cpp's ggml_vec_dot_q4_0_q8_0 (int32 per block, then float scales).
 //
-// Activation row layout (q4_row_bytes(K) bytes or more, Kp = K rounded up to 128): per chunk c of 128 values,
-// int8 codes [128] at c * 128 (block b's elements 0..15 at 16 b, its 16..31 at 64 + 16 b, zero
-// where the row has no block b), then after all codes int32 corr [16] per chunk (-8 times the sum
-// of the lane's 8 codes: the nibbles carry the weight offset 8) and float d_a [16] per chunk (lane
-// l holds block l / 4's scale).
+// Activation rows: quant_q4_act.h's layout with 4 blocks per chunk (128 values; q4_row_bytes(K)
+// bytes or more per row).
 //
-// Internal linkage (see gemm_impl.h). Requires IntAvx512Vnni (quant_int_traits.h) for round_codes.
+// Internal linkage (see gemm_impl.h). Include after quant_int_impl.h, with IntAvx512Vnni
+// (quant_int_traits.h).
 #pragma once
 
 #include <immintrin.h>
 
-#include <cmath>
 #include <cstdint>
-#include <cstring>
 
 #include "prefetch.h"
 #include "quant_kernels.h"
+#include "quant_q4_act.h"
 
 namespace tsorch {
 namespace {
 
-inline int64_t q4_kp(int64_t K) { return (K + 127) / 128 * 128; }
+inline int64_t q4_kp(int64_t K) { return q4_chunk_kp<4>(K); }
 inline int64_t q4_row_bytes(int64_t K) { return 2 * q4_kp(K); }
-
-// Rows m0 <= m < m1 of A [., K] (row stride lda) -> the layout above, row m at m * stride
-// (stride >= q4_row_bytes(K)).
-inline void q4_quantize_act(const float* A, int64_t lda, int64_t m0, int64_t m1, int64_t K, uint8_t* act,
-                            int64_t stride) {
-  const int64_t Kp = q4_kp(K), nb = K / 32;
-  for (int64_t m = m0; m < m1; ++m) {
-    uint8_t* row = act + m * stride;
-    int8_t* codes = reinterpret_cast<int8_t*>(row);
-    int32_t* corr = reinterpret_cast<int32_t*>(row + Kp);
-    float* dl = reinterpret_cast<float*>(row + Kp + Kp / 2);
-    for (int64_t c = 0; c < Kp / 128; ++c) {
-      int8_t* lo = codes + c * 128;
-      float d[4];
-      for (int b = 0; b < 4; ++b) {
-        int8_t nat[32] = {};
-        d[b] = 0.f;
-        if (c * 4 + b < nb) quantize_act_block<IntAvx512Vnni>(A + m * lda + (c * 4 + b) * 32, nat, d + b);
-        std::memcpy(lo + 16 * b, nat, 16);
-        std::memcpy(lo + 64 + 16 * b, nat + 16, 16);
-      }
-      const __m512i eight = _mm512_set1_epi8(8);
-      __m512i s = _mm512_dpbusd_epi32(_mm512_setzero_si512(), eight, _mm512_loadu_si512(lo));
-      s = _mm512_dpbusd_epi32(s, eight, _mm512_loadu_si512(lo + 64));
-      _mm512_storeu_si512(corr + c * 16, _mm512_sub_epi32(_mm512_setzero_si512(), s));
-      for (int l = 0; l < 16; ++l) dl[c * 16 + l] = d[l / 4];
-    }
-  }
-}
 
 // One 128-value step (chunk c) of MM activation rows against one row of W (codes qr, scales sr;
 // TAIL: only the row's last 1-3 blocks, `tail` of them, are read, with masked loads).

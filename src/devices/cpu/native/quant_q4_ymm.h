@@ -10,11 +10,8 @@
 // bit-exact block sums as llama.cpp's ggml_vec_dot_q4_0_q8_0 (int32 per block, then float scales).
 // The 64-byte-line version for AVX512-VNNI is quant_q4_vnni512.h.
 //
-// Activation row layout (q4y_row_bytes(K) bytes or more, Kp = K rounded up to 64): per chunk c of
-// 64 values, int8 codes [64] at c * 64 (block b = 2c + h's elements 0..15 at 16 h, its 16..31 at
-// 32 + 16 h, zero where the row has no block b), then after all codes int32 corr [8] per chunk (-8
-// times the sum of the lane's 8 codes: the nibbles carry the weight offset 8) and float d_a [8]
-// per chunk (lane l holds block 2c + l / 4's scale).
+// Activation rows: quant_q4_act.h's layout with 2 blocks per chunk (64 values; q4y_row_bytes(K)
+// bytes or more per row).
 //
 // Internal linkage (see gemm_impl.h). Include after quant_int_impl.h, with IntTraits
 // (quant_int_traits.h) a 32-byte vector: Q4yDot::dot2 is vpdpbusd twice (AVX-VNNI) or
@@ -25,45 +22,16 @@
 #include <immintrin.h>
 
 #include <cstdint>
-#include <cstring>
 
 #include "prefetch.h"
 #include "quant_kernels.h"
+#include "quant_q4_act.h"
 
 namespace tsorch {
 namespace {
 
-inline int64_t q4y_kp(int64_t K) { return (K + 63) / 64 * 64; }
+inline int64_t q4y_kp(int64_t K) { return q4_chunk_kp<2>(K); }
 inline int64_t q4y_row_bytes(int64_t K) { return 2 * q4y_kp(K); }
-
-// Rows m0 <= m < m1 of A [., K] (row stride lda) -> the layout above, row m at m * stride
-// (stride >= q4y_row_bytes(K)).
-inline void q4y_quantize_act(const float* A, int64_t lda, int64_t m0, int64_t m1, int64_t K, uint8_t* act,
-                             int64_t stride) {
-  const int64_t Kp = q4y_kp(K), nb = K / 32;
-  for (int64_t m = m0; m < m1; ++m) {
-    uint8_t* row = act + m * stride;
-    int8_t* codes = reinterpret_cast<int8_t*>(row);
-    int32_t* corr = reinterpret_cast<int32_t*>(row + Kp);
-    float* dl = reinterpret_cast<float*>(row + Kp + Kp / 2);
-    for (int64_t c = 0; c < Kp / 64; ++c) {
-      int8_t* lo = codes + c * 64;
-      for (int h = 0; h < 2; ++h) {
-        int8_t nat[32] = {};
-        float d = 0.f;
-        if (c * 2 + h < nb) quantize_act_block<IntTraits>(A + m * lda + (c * 2 + h) * 32, nat, &d);
-        std::memcpy(lo + 16 * h, nat, 16);
-        std::memcpy(lo + 32 + 16 * h, nat + 16, 16);
-        for (int l = 0; l < 4; ++l) {
-          int32_t s = 0;
-          for (int i = 0; i < 4; ++i) s += lo[16 * h + 4 * l + i] + lo[32 + 16 * h + 4 * l + i];
-          corr[c * 8 + 4 * h + l] = -8 * s;
-          dl[c * 8 + 4 * h + l] = d;
-        }
-      }
-    }
-  }
-}
 
 // lo . alo + hi . ahi + corr per int32 lane (weights unsigned, activations signed).
 struct Q4yDot {
@@ -165,7 +133,17 @@ inline int64_t act_row_bytes_ymm(int64_t K) {
 
 inline void quantize_act_ymm(int bits, const float* A, int64_t lda, int64_t m0, int64_t m1, int64_t K, uint8_t* act) {
   const int64_t stride = act_row_bytes_ymm(K);
-  if (bits == 4) return q4y_quantize_act(A, lda, m0, m1, K, act, stride);
+  if (bits == 4) {
+    return q4_quantize_chunks<IntTraits, 2>(A, lda, m0, m1, K, act, stride, [](const int8_t* lo, int32_t* corr) {
+      // 8 * (sum of 4 codes) per int32 lane of each half, as vpmaddubsw (8 unsigned) + vpmaddwd.
+      const __m256i eight = _mm256_set1_epi8(8), one = _mm256_set1_epi16(1);
+      const auto half = [&](const int8_t* p) {
+        return _mm256_madd_epi16(_mm256_maddubs_epi16(eight, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))), one);
+      };
+      const __m256i s = _mm256_add_epi32(half(lo), half(lo + 32));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(corr), _mm256_sub_epi32(_mm256_setzero_si256(), s));
+    });
+  }
   for (int64_t m = m0; m < m1; ++m) quantize_act<IntTraits>(bits, A + m * lda, lda, 0, 1, K, act + m * stride);
 }
 
