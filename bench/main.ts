@@ -22,7 +22,8 @@
  * (median of 5 streaming reads of 1 GiB over the same threads), and for each of `--dtypes`
  * (default: the stored dtype; e.g. auto,int8,int4) the batch-1 decode, eager and compiled, as a
  * fraction of the bandwidth limit (bandwidth / Linear weight bytes read per token); batch-1 decode
- * figures are medians of 3 runs. `--llamacpp DIR` (a folder with
+ * figures are medians of 3 runs, each after one unmeasured run of the same length (eager since
+ * session 10; compiled: its compiling call). `--llamacpp DIR` (a folder with
  * node-llama-cpp installed) adds llama.cpp on the GGUFs in `--gguf-dir` (bench/llamacpp.ts; types
  * `--llamacpp-types`, default bf16,q8_0,q4_0), timed in a child process while this one waits.
  */
@@ -158,7 +159,8 @@ async function modelBench(dir: string, device: string, dtype = "auto") {
   // Batch-1 decode, eager then compiled (static cache, one graph per step; the first call
   // compiles): each the median of 3 runs after one unmeasured run of the same length, as the
   // compiled runs follow their compiling call: V8 optimizes the decode loop's JavaScript during
-  // the first eager run (the first eager generate after load runs ~1.6x slower per token).
+  // the first full-length eager generate (its tokens ~1.6x slower than later runs'; the 2-token
+  // warm-up above is too short for that).
   await decode(1);
   const b1 = await medianDecode(() => decode(1));
   const b8 = await decode(8);

@@ -156,8 +156,8 @@ export function blockQuantCases(): Case[] {
     linearQuantizedCase("int4, 13 rows, K=96 (odd block count), 45 outputs, bfloat16 bias", 4, 13, 45, 96, rng, "bfloat16"),
     // avx512-vnni decodes int4 four blocks (one 64-byte line) at a time, one row of W at a time over
     // 2 accumulators: full lines plus a 1-3 block tail, 2 and 3 rows. avx2 / avx-vnni decode it two
-    // blocks (32 bytes) at a time: these and the odd block counts above (K = 96, 160, 224) end in a
-    // one-block tail.
+    // blocks (32 bytes) at a time: K = 288, 160 and 32 here and 96 and 224 above end in a one-block
+    // tail; K = 448 (7 steps) covers the odd step before it.
     linearQuantizedCase("int4, 1 row, K=1024 (whole lines), 9 outputs, float32 bias", 4, 1, 9, 1024, rng, "float32"),
     linearQuantizedCase("int4, 1 row, K=288 (2 lines + 1 block), 6 outputs", 4, 1, 6, 288, rng, null),
     linearQuantizedCase("int4, 2 rows, K=160 (1 line + 1 block), 7 outputs", 4, 2, 7, 160, rng, null),

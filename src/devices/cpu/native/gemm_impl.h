@@ -79,7 +79,7 @@ void gemv_nt_block(const float* A, int64_t lda, int64_t K, const void* W, int64_
       vf w[DN];
       // One row of W (decode): prefetched kDecodePrefetchBytes ahead, once per 64-byte line.
       if (DN == 1 && a * V::W * kWBytes % 64 == 0)
-        __builtin_prefetch(reinterpret_cast<const char*>(W) + (n * ldw + k + a * V::W) * kWBytes + kDecodePrefetchBytes);
+        prefetch_ahead(W, (n * ldw + k + a * V::W) * kWBytes + kDecodePrefetchBytes);
 #pragma GCC unroll 16
       for (int j = 0; j < DN; ++j) {
         if (DN > 1)

@@ -159,12 +159,12 @@ void idot_rows_lin(const uint8_t* act, int64_t Kp, int64_t K, const uint8_t* q, 
     // Prefetched kDecodePrefetchBytes ahead (prefetch.h), once per 64-byte line of the codes; the
     // scales run at nb * 4 / row of the codes' pace: as far ahead of them in the weight.
     for (int64_t l = 0; l < nb * 4; l += 64)
-      __builtin_prefetch(reinterpret_cast<const char*>(sr[0]) + kDecodePrefetchBytes * nb * 4 / row + l);
+      prefetch_ahead(sr[0], kDecodePrefetchBytes * nb * 4 / row + l);
     int64_t v = 0;
     for (; v + U <= nfull; v += U)
       _Pragma("GCC unroll 8")
       for (int u = 0; u < U; ++u) {
-        if (u * kVBytes % 64 == 0) __builtin_prefetch(qr[0] + (v + u) * kVBytes + kDecodePrefetchBytes);
+        if (u * kVBytes % 64 == 0) prefetch_ahead(qr[0] + (v + u) * kVBytes, kDecodePrefetchBytes);
         idot_step<IV, MM, 1, false>(BITS, act, stride, Kp, qr, sr, v + u, acc[u]);
       }
     for (; v < nfull; ++v) idot_step<IV, MM, 1, false>(BITS, act, stride, Kp, qr, sr, v, acc[v % U]);

@@ -7,7 +7,8 @@
 // takes one conversion and one FMA with the lanes' d_w * d_a: 3 unpack + 2 vpdpbusd + 1 cvt +
 // 1 permute + 1 mul + 1 FMA per 128 weights and row, where the 64-value step of quant_int_impl.h
 // spends 14 (two 32-byte broadcasts and shifts, two scale spreads, two conversions, ...). The same
-// bit-exact sums as llama.cpp's ggml_vec_dot_q4_0_q8_0 (int32 per block, then float scales).
+// integer products as llama.cpp's ggml_vec_dot_q4_0_q8_0, summed exactly in int32 lanes of 8
+// products, each lane scaled by d_w * d_a in float32, then summed in float32.
 //
 // Activation rows: quant_q4_act.h's layout with 4 blocks per chunk (128 values; q4_row_bytes(K)
 // bytes or more per row).
@@ -78,12 +79,12 @@ void q4_rows(const uint8_t* act, int64_t stride, int64_t K, const uint8_t* q, co
       _Pragma("GCC unroll 4")
       for (int m = 0; m < MM; ++m) acc[u][m] = _mm512_setzero_ps();
     // The scales run at a quarter of the codes' pace: as far ahead of them in the weight.
-    for (int64_t l = 0; l < nb * 4; l += 64) __builtin_prefetch(reinterpret_cast<const char*>(sr) + kDecodePrefetchBytes / 4 + l);
+    for (int64_t l = 0; l < nb * 4; l += 64) prefetch_ahead(sr, kDecodePrefetchBytes / 4 + l);
     int64_t c = 0;
     for (; c + U <= full; c += U)
       _Pragma("GCC unroll 8")
       for (int u = 0; u < U; ++u) {
-        __builtin_prefetch(qr + (c + u) * 64 + kDecodePrefetchBytes);
+        prefetch_ahead(qr + (c + u) * 64, kDecodePrefetchBytes);
         q4_step<MM, false>(act, stride, Kp, qr, sr, c + u, 0, acc[u]);
       }
     for (; c < full; ++c) q4_step<MM, false>(act, stride, Kp, qr, sr, c, 0, acc[c % U]);

@@ -7,7 +7,8 @@
 // conversion and one FMA with the lanes' d_w * d_a: 3 unpack ops per 64 weights, where the one-block
 // step of quant_int_impl.h spends 5 per 32 (a 16-byte load widened to 32 bytes), and on AVX2 the
 // unsigned nibbles go straight into vpmaddubsw, without the sign trick's two vpsignb. The same
-// bit-exact block sums as llama.cpp's ggml_vec_dot_q4_0_q8_0 (int32 per block, then float scales).
+// integer products as llama.cpp's ggml_vec_dot_q4_0_q8_0, summed exactly in int32 lanes of 8
+// products, each lane scaled by d_w * d_a in float32, then summed in float32.
 // The 64-byte-line version for AVX512-VNNI is quant_q4_vnni512.h.
 //
 // Activation rows: quant_q4_act.h's layout with 2 blocks per chunk (64 values; q4y_row_bytes(K)
@@ -39,8 +40,8 @@ struct Q4yDot {
 #if defined(__AVXVNNI__)
     return _mm256_dpbusd_avx_epi32(_mm256_dpbusd_avx_epi32(corr, lo, alo), hi, ahi);
 #else
-    // Each int16 lane of vpmaddubsw is at most 2 * 15 * 127 = 3810 in magnitude, so the sum of two
-    // cannot saturate.
+    // Each int16 lane of vpmaddubsw is at most 2 * 15 * 128 = 3840 in magnitude (codes are within
+    // +-127, -128 only from a NaN or infinite input), so the sum of two cannot saturate.
     const __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(lo, alo), _mm256_maddubs_epi16(hi, ahi));
     return _mm256_add_epi32(corr, _mm256_madd_epi16(p, _mm256_set1_epi16(1)));
 #endif
@@ -89,10 +90,10 @@ void q4y_rows(const uint8_t* act, int64_t stride, int64_t K, const uint8_t* q, c
     __m256 even[MM], odd[MM];
     _Pragma("GCC unroll 4")
     for (int m = 0; m < MM; ++m) even[m] = odd[m] = _mm256_setzero_ps();
-    for (int64_t l = 0; l < nb * 4; l += 64) __builtin_prefetch(reinterpret_cast<const char*>(sr) + kDecodePrefetchBytes / 4 + l);
+    for (int64_t l = 0; l < nb * 4; l += 64) prefetch_ahead(sr, kDecodePrefetchBytes / 4 + l);
     int64_t c = 0;
     for (; c + 2 <= full; c += 2) {
-      __builtin_prefetch(qr + c * 32 + kDecodePrefetchBytes);
+      prefetch_ahead(qr + c * 32, kDecodePrefetchBytes);
       q4y_step<MM, false>(act, stride, Kp, qr, sr, c, even);
       q4y_step<MM, false>(act, stride, Kp, qr, sr, c + 1, odd);
     }
