@@ -35,10 +35,7 @@ void dot_rows_512(int bits, const uint8_t* act, int64_t M, int64_t K, const uint
                   const float* bias, float* C, int64_t ldc, int64_t n0, int64_t n1) {
   const int64_t stride = act_row_bytes_512(K);
   if (bits == 4) return q4_dot_rows(act, stride, M, K, q, scales, bias, C, ldc, n0, n1);
-  // q8_0: quant_int_impl.h's rows, all M at once where its row stride is this table's.
-  if (stride == act_row_bytes<IntTraits>(K)) return idot_rows<IntTraits>(bits, act, M, K, q, scales, bias, C, ldc, n0, n1);
-  for (int64_t m = 0; m < M; ++m)
-    idot_rows<IntTraits>(bits, act + m * stride, 1, K, q, scales, bias, C + m * ldc, ldc, n0, n1);
+  idot_rows_strided<IntTraits>(bits, act, stride, M, K, q, scales, bias, C, ldc, n0, n1);  // q8_0
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 // The activation rows of the q4_0 decode kernels that take several blocks of W per load
-// (quant_q4_vnni512.h: 4 blocks per 64-byte line, quant_q4_ymm.h: 2 per 32 bytes). With BPC
+// (quant_q4_vnni512.h: 4 blocks per 64-byte line, quant_q4_ymm.h: 2 per 32 bytes), and how those
+// kernels walk them. With BPC
 // blocks per chunk, Kp = K rounded up to 32 * BPC values, a row is (2 * Kp bytes):
 //   int8 codes [Kp]: per chunk c, block b = BPC c + j's elements 0..15 at 32 BPC c + 16 j and its
 //     elements 16..31 at 32 BPC c + 16 BPC + 16 j (the order the nibbles of a load unpack to:
@@ -12,9 +13,23 @@
 
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 namespace tsorch {
 namespace {
+
+// Activation rows [0, M) three at a time, as the decode kernels take them: f(rows, m) for m = 0, 3,
+// 6, ... with rows a std::integral_constant<int, MM> (3, or the 1-2 left at the end).
+template <class F>
+inline void q4_by_row_triples(int64_t M, F&& f) {
+  for (int64_t m = 0; m < M; m += 3) {
+    switch (M - m) {
+      case 1: f(std::integral_constant<int, 1>{}, m); break;
+      case 2: f(std::integral_constant<int, 2>{}, m); break;
+      default: f(std::integral_constant<int, 3>{}, m); break;
+    }
+  }
+}
 
 template <int BPC>
 inline int64_t q4_chunk_kp(int64_t K) { return (K + 32 * BPC - 1) / (32 * BPC) * (32 * BPC); }

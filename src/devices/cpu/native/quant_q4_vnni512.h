@@ -104,15 +104,9 @@ void q4_rows(const uint8_t* act, int64_t stride, int64_t K, const uint8_t* q, co
 inline void q4_dot_rows(const uint8_t* act, int64_t stride, int64_t M, int64_t K, const uint8_t* q,
                         const float* scales, const float* bias, float* C, int64_t ldc, int64_t n0,
                         int64_t n1) {
-  for (int64_t m = 0; m < M; m += 3) {
-    const uint8_t* a = act + m * stride;
-    float* c = C + m * ldc;
-    switch (M - m) {
-      case 1: q4_rows<1, 2>(a, stride, K, q, scales, bias, c, ldc, n0, n1); break;
-      case 2: q4_rows<2, 2>(a, stride, K, q, scales, bias, c, ldc, n0, n1); break;
-      default: q4_rows<3, 2>(a, stride, K, q, scales, bias, c, ldc, n0, n1); break;
-    }
-  }
+  q4_by_row_triples(M, [&](auto rows, int64_t m) {
+    q4_rows<decltype(rows)::value, 2>(act + m * stride, stride, K, q, scales, bias, C + m * ldc, ldc, n0, n1);
+  });
 }
 
 }  // namespace

@@ -115,15 +115,9 @@ void q4y_rows(const uint8_t* act, int64_t stride, int64_t K, const uint8_t* q, c
 inline void q4y_dot_rows(const uint8_t* act, int64_t stride, int64_t M, int64_t K, const uint8_t* q,
                          const float* scales, const float* bias, float* C, int64_t ldc, int64_t n0,
                          int64_t n1) {
-  for (int64_t m = 0; m < M; m += 3) {
-    const uint8_t* a = act + m * stride;
-    float* c = C + m * ldc;
-    switch (M - m) {
-      case 1: q4y_rows<1>(a, stride, K, q, scales, bias, c, ldc, n0, n1); break;
-      case 2: q4y_rows<2>(a, stride, K, q, scales, bias, c, ldc, n0, n1); break;
-      default: q4y_rows<3>(a, stride, K, q, scales, bias, c, ldc, n0, n1); break;
-    }
-  }
+  q4_by_row_triples(M, [&](auto rows, int64_t m) {
+    q4y_rows<decltype(rows)::value>(act + m * stride, stride, K, q, scales, bias, C + m * ldc, ldc, n0, n1);
+  });
 }
 
 // The activation row holds either layout (q8_0: quant_int_impl.h's, q4_0: the one above).
@@ -152,10 +146,7 @@ inline void dot_rows_ymm(int bits, const uint8_t* act, int64_t M, int64_t K, con
                          const float* bias, float* C, int64_t ldc, int64_t n0, int64_t n1) {
   const int64_t stride = act_row_bytes_ymm(K);
   if (bits == 4) return q4y_dot_rows(act, stride, M, K, q, scales, bias, C, ldc, n0, n1);
-  // q8_0: quant_int_impl.h's rows, all M at once where its row stride is this table's.
-  if (stride == act_row_bytes<IntTraits>(K)) return idot_rows<IntTraits>(bits, act, M, K, q, scales, bias, C, ldc, n0, n1);
-  for (int64_t m = 0; m < M; ++m)
-    idot_rows<IntTraits>(bits, act + m * stride, 1, K, q, scales, bias, C + m * ldc, ldc, n0, n1);
+  idot_rows_strided<IntTraits>(bits, act, stride, M, K, q, scales, bias, C, ldc, n0, n1);  // q8_0
 }
 
 inline IntQuantKernels make_ymm_int_kernels() {
