@@ -28,7 +28,7 @@ void quantize_act_512(int bits, const float* A, int64_t lda, int64_t m0, int64_t
       _mm512_storeu_si512(corr, _mm512_sub_epi32(_mm512_setzero_si512(), s));
     });
   }
-  for (int64_t m = m0; m < m1; ++m) quantize_act<IntTraits>(bits, A + m * lda, lda, 0, 1, K, act + m * stride);
+  quantize_act_strided<IntTraits>(bits, A, lda, m0, m1, K, act, stride);  // q8_0
 }
 
 void dot_rows_512(int bits, const uint8_t* act, int64_t M, int64_t K, const uint8_t* q, const float* scales,

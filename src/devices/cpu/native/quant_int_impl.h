@@ -226,16 +226,6 @@ void idot_rows(int bits, const uint8_t* act, int64_t M, int64_t K, const uint8_t
   }
 }
 
-// idot_rows for activation rows `stride` bytes apart (stride >= act_row_bytes<IV>(K): a table
-// whose rows also hold another layout, e.g. q4_0's of quant_q4_act.h): all M at once where the
-// stride is this layout's, else one row at a time.
-template <class IV>
-void idot_rows_strided(int bits, const uint8_t* act, int64_t stride, int64_t M, int64_t K, const uint8_t* q,
-                       const float* scales, const float* bias, float* C, int64_t ldc, int64_t n0, int64_t n1) {
-  if (stride == act_row_bytes_of((K + IV::B - 1) / IV::B * IV::B)) return idot_rows<IV>(bits, act, M, K, q, scales, bias, C, ldc, n0, n1);
-  for (int64_t m = 0; m < M; ++m) idot_rows<IV>(bits, act + m * stride, 1, K, q, scales, bias, C + m * ldc, ldc, n0, n1);
-}
-
 template <class IV>
 void quantize_act(int bits, const float* A, int64_t lda, int64_t m0, int64_t m1, int64_t K,
                   uint8_t* act) {
@@ -245,6 +235,23 @@ void quantize_act(int bits, const float* A, int64_t lda, int64_t m0, int64_t m1,
 template <class IV>
 int64_t act_row_bytes(int64_t K) {
   return act_row_bytes_of((K + IV::B - 1) / IV::B * IV::B);
+}
+
+// quantize_act / idot_rows for activation rows `stride` bytes apart (stride >= act_row_bytes<IV>(K):
+// a table whose rows also hold another layout, e.g. q4_0's of quant_q4_act.h): all rows at once
+// where the stride is this layout's, else one row at a time.
+template <class IV>
+void quantize_act_strided(int bits, const float* A, int64_t lda, int64_t m0, int64_t m1, int64_t K, uint8_t* act,
+                          int64_t stride) {
+  if (stride == act_row_bytes<IV>(K)) return quantize_act<IV>(bits, A, lda, m0, m1, K, act);
+  for (int64_t m = m0; m < m1; ++m) quantize_act<IV>(bits, A + m * lda, lda, 0, 1, K, act + m * stride);
+}
+
+template <class IV>
+void idot_rows_strided(int bits, const uint8_t* act, int64_t stride, int64_t M, int64_t K, const uint8_t* q,
+                       const float* scales, const float* bias, float* C, int64_t ldc, int64_t n0, int64_t n1) {
+  if (stride == act_row_bytes<IV>(K)) return idot_rows<IV>(bits, act, M, K, q, scales, bias, C, ldc, n0, n1);
+  for (int64_t m = 0; m < M; ++m) idot_rows<IV>(bits, act + m * stride, 1, K, q, scales, bias, C + m * ldc, ldc, n0, n1);
 }
 
 // The integer-path entries of a QuantKernels table for traits IV.

@@ -139,7 +139,7 @@ inline void quantize_act_ymm(int bits, const float* A, int64_t lda, int64_t m0, 
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(corr), _mm256_sub_epi32(_mm256_setzero_si256(), s));
     });
   }
-  for (int64_t m = m0; m < m1; ++m) quantize_act<IntTraits>(bits, A + m * lda, lda, 0, 1, K, act + m * stride);
+  quantize_act_strided<IntTraits>(bits, A, lda, m0, m1, K, act, stride);  // q8_0
 }
 
 inline void dot_rows_ymm(int bits, const uint8_t* act, int64_t M, int64_t K, const uint8_t* q, const float* scales,
