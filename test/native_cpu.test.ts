@@ -435,19 +435,26 @@ test("reduce: every op on float32 and ints", () => {
   const withNan = Float32Array.of(1, NaN, 3);
   nat.reduce(REDUCE.argmax, withNan, F32, io, 1, 3);
   assert.equal(io[0], 1n);
-  // Rows longer than the 16-lane pass: ties across lanes and the tail, the first NaN wherever it lies.
-  const long = (edit: (v: Float32Array) => void) => { const v = randn(1000, r); edit(v); return v; };
+  // Rows longer than the 16-lane pass: ties across lanes and the tail, the first NaN wherever it
+  // lies; rows of a vocabulary's length (one row >= 65536 is scanned in pieces over the pool):
+  // ties and NaNs in different pieces, the extremum in the last piece's tail.
+  const long = (edit: (v: Float32Array) => void, n = 1000) => { const v = randn(n, r); edit(v); return v; };
   const firstNan = (v: Float32Array) => v.findIndex(Number.isNaN);
+  const V = 151_937;
   const cases = [
     long((v) => { v[997] = v[37] = v[500] = 9; }), long((v) => { v[999] = 9; }), long((v) => { v[0] = NaN; }),
     long((v) => { v[3] = 9; v[998] = NaN; v[999] = NaN; }), long((v) => { v[600] = NaN; v[17] = NaN; }), long((v) => v.fill(-Infinity)),
+    long((v) => { v[V - 1] = 9; v[100] = -9; }, V), long((v) => { v[120_000] = v[5] = v[80_000] = 9; v[140_000] = v[70_000] = -9; }, V),
+    long((v) => { v[2] = 9; v[150_000] = NaN; }, V), long((v) => { v[149_999] = NaN; v[76_000] = NaN; }, V), long((v) => v.fill(-Infinity), V),
   ];
   for (const v of cases) {
     nat.reduce(REDUCE.argmax, v, F32, io, 1, v.length);
-    const arr = Array.from(v);
-    assert.equal(Number(io[0]), firstNan(v) >= 0 ? firstNan(v) : arr.indexOf(Math.max(...arr)));
+    const arr = Array.from(v), hi = arr.reduce((a, b) => Math.max(a, b)), lo = arr.reduce((a, b) => Math.min(a, b));
+    assert.equal(Number(io[0]), firstNan(v) >= 0 ? firstNan(v) : arr.indexOf(hi));
     nat.reduce(REDUCE.argmin, v, F32, io, 1, v.length);
-    assert.equal(Number(io[0]), firstNan(v) >= 0 ? firstNan(v) : arr.indexOf(Math.min(...arr)));
+    assert.equal(Number(io[0]), firstNan(v) >= 0 ? firstNan(v) : arr.indexOf(lo));
+    nat.reduce(REDUCE.max, v, F32, fo, 1, v.length);
+    assert.ok(Object.is(fo[0], firstNan(v) >= 0 ? NaN : hi));
   }
   // Integers: sums are int64, max keeps the dtype.
   const xi = Int32Array.of(2147483647, 1, -5, 3);

@@ -108,14 +108,15 @@ export class LayerKVCache implements AttentionKVCache {
    * buffers (same B, H, D, Dv and device as the keys/values already cached).
    */
   private checkFits(k: Tensor, v: Tensor): void {
-    const kv = `keys [${k.shape}] and values [${v.shape}]`;
-    if (k.ndim !== 4 || v.ndim !== 4 || k.shape.slice(0, 3).some((n, i) => n !== v.shape[i])) {
-      throw new RangeError(`KV cache: ${kv} must be [B, L, H, D] and [B, L, H, Dv] with one B, L and H`);
+    const kv = () => `keys [${k.shape}] and values [${v.shape}]`;  // built only for an error (this runs every step)
+    const ks = k.shape, vs = v.shape;
+    if (k.ndim !== 4 || v.ndim !== 4 || ks[0] !== vs[0] || ks[1] !== vs[1] || ks[2] !== vs[2]) {
+      throw new RangeError(`KV cache: ${kv()} must be [B, L, H, D] and [B, L, H, Dv] with one B, L and H`);
     }
     if (!this.keys || !this.values) return;
     const [B, , H, D] = this.keys.shape;
-    if (k.shape[0] !== B || k.shape[2] !== H || k.shape[3] !== D || v.shape[3] !== this.values.shape[3]) {
-      throw new RangeError(`KV cache: ${kv} do not fit the cached ones [${B}, ·, ${H}, ${D}] and [${B}, ·, ${H}, ${this.values.shape[3]}] (batch size, heads and head sizes stay fixed)`);
+    if (ks[0] !== B || ks[2] !== H || ks[3] !== D || vs[3] !== this.values.shape[3]) {
+      throw new RangeError(`KV cache: ${kv()} do not fit the cached ones [${B}, ·, ${H}, ${D}] and [${B}, ·, ${H}, ${this.values.shape[3]}] (batch size, heads and head sizes stay fixed)`);
     }
     if (k.device !== this.keys.device || v.device !== this.keys.device) {
       throw new Error(`KV cache: keys and values on ${k.device.name} and ${v.device.name}, but the cache is on ${this.keys.device.name}`);

@@ -28,15 +28,7 @@ namespace {
 constexpr int64_t kTasksPerThread = 4;
 
 // Index in [n0, n1) of the first NaN of row[n0..n1), else of its first maximum (n1 > n0).
-int64_t first_max(const float* row, int64_t n0, int64_t n1) {
-  int64_t best = n0;
-  if (std::isnan(row[best])) return best;
-  for (int64_t i = n0 + 1; i < n1; ++i) {
-    if (std::isnan(row[i])) return i;
-    if (row[i] > row[best]) best = i;
-  }
-  return best;
-}
+int64_t first_max(const float* row, int64_t n0, int64_t n1) { return n0 + arg_extreme_f32(row + n0, n1 - n0, true); }
 
 }  // namespace
 

@@ -42,6 +42,8 @@ void fused_elementwise(const int32_t* prog, int nsteps, const float* const* in, 
                        int nin, float* out, const Dims& shape);
 
 // reduce.cc
+// Index in [0, n) (n >= 1) of the first NaN of x, else of its first maximum (max) or minimum.
+int64_t arg_extreme_f32(const float* x, int64_t n, bool max);
 void reduce(int op, const void* x, int dtype, void* out, int64_t outer, int64_t n);
 void cumsum(const void* x, int dtype, void* out, int64_t outer, int64_t n);
 

@@ -2,6 +2,7 @@
 // accumulate in double and round once to float32 at the end.
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <type_traits>
 
 #include "dtype.h"
@@ -12,6 +13,9 @@ namespace tsorch {
 
 namespace {
 
+// A single float row at least this long is scanned for its extremum over the pool.
+constexpr int64_t kParallelScan = 65536;
+
 double sum_f32(const float* x, int64_t n) {
   double acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
   int64_t i = 0;
@@ -21,41 +25,68 @@ double sum_f32(const float* x, int64_t n) {
   return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
 }
 
+// The float scans below are compiled for AVX-512, AVX2 and the baseline, chosen at load time
+// (GCC's target_clones on x86-64; elsewhere the baseline only), over GCC/Clang vector extensions.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define TSORCH_REDUCE_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#pragma GCC diagnostic ignored "-Wpsabi"
+#else
+#define TSORCH_REDUCE_CLONES
+#endif
+
+typedef float f32x16 __attribute__((vector_size(64)));
+typedef int32_t i32x16 __attribute__((vector_size(64)));
+
+inline f32x16 load16(const float* p) {
+  f32x16 v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+
+inline bool any_lane(const i32x16& m) {
+  uint64_t w[8];
+  std::memcpy(w, &m, sizeof w);
+  return ((w[0] | w[1]) | (w[2] | w[3])) | ((w[4] | w[5]) | (w[6] | w[7]));
+}
+
 // Index of the max (or min) of float x[0..n), n >= 1: the first NaN if any, else the first
-// extremum. One pass keeps 16 lane-wise extrema and NaN flags (vectorizable, no branch per
-// element); a second finds the first index holding the extremum (or the first NaN).
+// extremum. One pass keeps 16 lane-wise extrema and NaN flags (no branch per element); a second
+// finds the first 16-element block holding the extremum (or a NaN), then its first such element.
 template <bool MAX>
-int64_t arg_extreme_f32(const float* x, int64_t n) {
-  constexpr int kLanes = 16;
-  float ext[kLanes];
-  int nan[kLanes];
-  for (int j = 0; j < kLanes; ++j) ext[j] = x[0], nan[j] = 0;
+TSORCH_REDUCE_CLONES int64_t arg_extreme_scan(const float* x, int64_t n) {
   int64_t i = 0;
-  for (; i + kLanes <= n; i += kLanes)
-    for (int j = 0; j < kLanes; ++j) {
-      const float v = x[i + j];
-      nan[j] |= v != v;
-      ext[j] = (MAX ? v > ext[j] : v < ext[j]) ? v : ext[j];
+  float e = x[0];
+  bool nan = false;
+  if (n >= 16) {
+    f32x16 ext = load16(x);
+    i32x16 isnan = ext != ext;
+    for (i = 16; i + 16 <= n; i += 16) {
+      const f32x16 v = load16(x + i);
+      isnan |= v != v;
+      ext = (MAX ? v > ext : v < ext) ? v : ext;
     }
-  int any_nan = 0;
-  float e = ext[0];
-  for (int j = 0; j < kLanes; ++j) {
-    any_nan |= nan[j];
-    e = (MAX ? ext[j] > e : ext[j] < e) ? ext[j] : e;
+    nan = any_lane(isnan);
+    e = ext[0];
+    for (int j = 1; j < 16; ++j) e = (MAX ? ext[j] > e : ext[j] < e) ? ext[j] : e;
   }
   for (; i < n; ++i) {
-    any_nan |= x[i] != x[i];
+    nan |= x[i] != x[i];
     e = (MAX ? x[i] > e : x[i] < e) ? x[i] : e;
   }
-  for (int64_t k = 0; k < n; ++k)
-    if (any_nan ? x[k] != x[k] : x[k] == e) return k;
+  int64_t k = 0;
+  for (; k + 16 <= n; k += 16) {
+    const f32x16 v = load16(x + k);
+    if (any_lane(nan ? v != v : v == e)) break;
+  }
+  for (; k < n; ++k)
+    if (nan ? x[k] != x[k] : x[k] == e) return k;
   return 0;
 }
 
 // Index of the max (or min) of x[0..n), n >= 1: the first NaN if any, else the first extremum.
 template <class T, bool MAX>
 int64_t arg_extreme(const T* x, int64_t n) {
-  if constexpr (std::is_same_v<T, float>) return arg_extreme_f32<MAX>(x, n);
+  if constexpr (std::is_same_v<T, float>) return arg_extreme_f32(x, n, MAX);
   int64_t best = 0;
   for (int64_t i = 1; i < n; ++i) {
     if constexpr (std::is_floating_point_v<T>) {
@@ -106,7 +137,44 @@ void reduce_typed(int op, const T* x, void* out, int64_t outer, int64_t n) {
 
 }  // namespace
 
+int64_t arg_extreme_f32(const float* x, int64_t n, bool max) {
+  return max ? arg_extreme_scan<true>(x, n) : arg_extreme_scan<false>(x, n);
+}
+
+namespace {
+
+// argmax / argmin of one long float row (a step's logits) over the pool: each task scans a
+// contiguous piece, and the pieces combine in order (the first piece with a NaN, else the first
+// piece holding the extremum), so the index equals the single scan's.
+int64_t arg_extreme_f32_parallel(const float* x, int64_t n, bool max) {
+  ThreadPool& pool = ThreadPool::get();
+  const int64_t tasks = std::min<int64_t>(split_count(static_cast<double>(n), pool.size()), n);
+  if (tasks <= 1) return arg_extreme_f32(x, n, max);
+  int64_t found[64];
+  const int64_t T = std::min<int64_t>(tasks, 64);
+  pool.parallel_for(T, [&](int64_t t) {
+    const int64_t lo = n * t / T, hi = n * (t + 1) / T;
+    found[t] = lo + arg_extreme_f32(x + lo, hi - lo, max);
+  });
+  int64_t best = found[0];
+  for (int64_t t = 0; t < T; ++t) {
+    const float v = x[found[t]];
+    if (v != v) return found[t];
+    if (t > 0 && (max ? v > x[best] : v < x[best])) best = found[t];
+  }
+  return best;
+}
+
+}  // namespace
+
 void reduce(int op, const void* x, int dtype, void* out, int64_t outer, int64_t n) {
+  if (dtype == kF32 && outer == 1 && n >= kParallelScan && (op == kArgmax || op == kArgmin || op == kMax || op == kMin)) {
+    const float* row = static_cast<const float*>(x);
+    const int64_t i = arg_extreme_f32_parallel(row, n, op == kArgmax || op == kMax);
+    if (op == kArgmax || op == kArgmin) *static_cast<int64_t*>(out) = i;
+    else *static_cast<float*>(out) = row[i];
+    return;
+  }
   switch (dtype) {
     case kF32: return reduce_typed(op, static_cast<const float*>(x), out, outer, n);
     case kI32: return reduce_typed(op, static_cast<const int32_t*>(x), out, outer, n);
