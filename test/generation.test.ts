@@ -8,7 +8,7 @@ import { test } from "node:test";
 import { AutoModelForCausalLM, AutoTokenizer } from "../src/transformers/index.js";
 import { minPWarper, repetitionPenalty, temperatureWarper, topKWarper, topPWarper } from "../src/transformers/generation/logits_process.js";
 import { Random } from "../src/transformers/generation/rng.js";
-import { missing, readJson, STORIES } from "./helpers/shared.js";
+import { missing, readJson, ROOT, STORIES } from "./helpers/shared.js";
 
 const row = (xs: number[]) => Float32Array.from(xs);
 
@@ -31,6 +31,33 @@ test("logits processors follow transformers' definitions", () => {
   assert.deepEqual(Array.from(m).map((x) => x === -Infinity), [false, false, true, true]);
   assert.throws(() => temperatureWarper(0), /temperature must be a strictly positive number/);
   assert.throws(() => topPWarper(1.5), /topP must be in \[0, 1\]/);
+});
+
+test("logits warpers on vocabulary-sized rows keep what transformers keeps (test/data/logits_warpers_reference.json)", () => {
+  // transformers' top-p drops within a tie at its boundary by sorted position; ours keeps every token
+  // tied with the least kept score, so the expected sets are the tokens >= transformers' least kept.
+  const ref = readJson<{ vocab: number; cases: { row: string; warpers: Record<string, number>; least_kept: number; kept_at_or_above_min: number; at_or_above_index_sum: number }[] }>(
+    path.join(ROOT, "test/data/logits_warpers_reference.json"));
+  const V = ref.vocab;
+  const rows: Record<string, (i: number) => number> = {
+    flat: (i) => ((i * 7919) % 10007) / 1000 - 5,
+    peaked: (i) => -Math.sqrt((i * 7919) % V),
+    ties: (i) => -Math.floor(((i * 7919) % 10007) / 3) / 20,
+  };
+  for (const c of ref.cases) {
+    const s = Float32Array.from({ length: V }, (_, i) => rows[c.row](i));
+    const w = c.warpers;
+    if (w.temperature !== undefined) temperatureWarper(w.temperature)(s, []);
+    if (w.top_k !== undefined) topKWarper(w.top_k)(s, []);
+    if (w.top_p !== undefined) topPWarper(w.top_p)(s, []);
+    if (w.min_p !== undefined) minPWarper(w.min_p)(s, []);
+    let kept = 0, indexSum = 0, least = Infinity;
+    for (let i = 0; i < V; i++) if (s[i] > -Infinity) kept++, indexSum += i, least = Math.min(least, s[i]);
+    const what = `${c.row} ${JSON.stringify(w)}`;
+    assert.equal(kept, c.kept_at_or_above_min, what);
+    assert.equal(indexSum, c.at_or_above_index_sum, what);
+    assert.equal(least, c.least_kept, what);
+  }
 });
 
 test("seeded sampling is reproducible and follows the distribution", () => {

@@ -5,7 +5,7 @@
  * + frequency * count, over the output), then temperature, top-k, top-p and min-p (the warpers of
  * transformers' logits_process.py), then a draw; temperature 0 is greedy.
  */
-import { minPWarper, repetitionPenalty, topKWarper, topPWarper, type LogitsProcessor } from "../transformers/generation/logits_process.js";
+import { minPWarper, repetitionPenalty, temperatureWarper, topKWarper, topPWarper, type LogitsProcessor } from "../transformers/generation/logits_process.js";
 import { Random } from "../transformers/generation/rng.js";
 import type { SamplingParams } from "./sequence.js";
 
@@ -18,6 +18,7 @@ export class Sampler {
   constructor(private readonly p: SamplingParams) {
     if (p.repetitionPenalty !== 1) this.procs.push(repetitionPenalty(p.repetitionPenalty));
     if (p.temperature > 0) {
+      if (p.temperature !== 1) this.warpers.push(temperatureWarper(p.temperature));
       if (p.topK > 0) this.warpers.push(topKWarper(p.topK));
       if (p.topP < 1) this.warpers.push(topPWarper(p.topP));
       if (p.minP > 0) this.warpers.push(minPWarper(p.minP));
@@ -42,7 +43,6 @@ export class Sampler {
       for (const [t, c] of counts) row[t] -= this.p.presencePenalty + this.p.frequencyPenalty * c;
     }
     if (this.p.temperature === 0) return argmaxOf(row);
-    if (this.p.temperature !== 1) for (let i = 0; i < row.length; i++) row[i] /= this.p.temperature;
     for (const w of this.warpers) w(row, output);
     return this.rng.sample(row);
   }

@@ -7,6 +7,7 @@
  */
 export class Random {
   private s = new Uint32Array(4);
+  private weights = new Float64Array(0);  // sample's scratch
   constructor(seed?: number) {
     if (seed === undefined) {
       do crypto.getRandomValues(this.s); while (this.s.every((w) => w === 0)); // xoshiro's state must not be all zero
@@ -36,15 +37,18 @@ export class Random {
   /** Draw an index with probability proportional to exp(scores) (torch.multinomial of softmax). */
   sample(scores: Float32Array): number {
     let max = -Infinity;
-    for (const s of scores) if (s > max) max = s;
+    for (let i = 0; i < scores.length; i++) if (scores[i] > max) max = scores[i];
+    // exp(s - max) once per score, kept for the draw (a vocabulary-sized row: half the time of two passes).
+    if (this.weights.length < scores.length) this.weights = new Float64Array(scores.length);
+    const w = this.weights;
     let sum = 0;
-    for (const s of scores) sum += Math.exp(s - max);
+    for (let i = 0; i < scores.length; i++) sum += w[i] = scores[i] === -Infinity ? 0 : Math.exp(scores[i] - max);  // exp(-inf) is 0: skipped
     let u = this.next() * sum;
     let last = 0;
     for (let i = 0; i < scores.length; i++) {
       if (scores[i] === -Infinity) continue;
       last = i;
-      u -= Math.exp(scores[i] - max);
+      u -= w[i];
       if (u < 0) return i;
     }
     return last;

@@ -144,11 +144,12 @@ async function* decode(model: PreTrainedModel, s: GenerationConfig, inputIds: nu
       return;
     }
 
-    // Greedy decoding reads only each step's argmax: a step's forward and argmax run in one scope,
-    // so its logits (B x V floats) and other temporaries go back to the device's buffer pool
-    // instead of being allocated afresh (and page-faulted in) every step. `logits` then holds the ids.
+    // A step's forward runs in one scope, so its temporaries go back to the device's buffer pool
+    // instead of being allocated afresh (and page-faulted in) every step. Greedy decoding reads only
+    // each step's argmax, which runs in the same scope (the logits, B x V floats, go back too):
+    // `logits` then holds the ids.
     const greedy = procs.length === 0 && !s.doSample;
-    const run = (forward: () => Tensor): Tensor => (greedy ? tidy(() => argmax(forward(), -1)) : forward());
+    const run = (forward: () => Tensor): Tensor => tidy(() => (greedy ? argmax(forward(), -1) : forward()));
     const prefill = (ids: number[][]) => run(() => model.forward({
       inputIds: model.idsTensor(ids), positionIds: positionsFromMask(mask, 0), attentionMask: mask, cache, logitsToKeep: 1,
     }));
