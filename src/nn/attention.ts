@@ -188,7 +188,7 @@ export class RotaryAttention extends Module {
       const qr = rotaryCacheWrite(q, k, v, cos, sin, room.keyBuffer, room.valueBuffer, room.at, plainNorms);
       // Decode (one position, attending buffer positions [0, at]: every key the cache keeps, from its
       // front): attend the cache buffers in place.
-      const inPlace = !mask && !opts.sinks && !window && room.keys.shape[2] === room.at + 1 && canAttendInCache(qr, room.keyBuffer.dtype);
+      const inPlace = !mask && !opts.sinks && !window && room.length === room.at + 1 && canAttendInCache(qr, room.keyBuffer.dtype);
       out = inPlace ? cacheDecodeAttention(qr, room.keyBuffer, room.valueBuffer, room.at, { scale, softcap })
         : attendToKeys(qr, room.keys, room.values, opts);
     } else {

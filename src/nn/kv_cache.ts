@@ -24,13 +24,16 @@ export interface AttentionKVCache {
 /**
  * What AttentionKVCache.reserve returns: the cache buffers [B, capacity, Hkv, D|Dv] (contiguous),
  * where to write, and update()'s result. keys/values are views of the buffers' positions
- * [at + L - Lk, at + L): a cache without a window keeps every position from the buffers' front
- * (Lk = at + L), which decode attention relies on to read the buffers in place.
+ * [at + L - length, at + L), made when first read (a decode step that attends the buffers in place
+ * never reads them): a cache without a window keeps every position from the buffers' front
+ * (length = at + L), which decode attention relies on to read the buffers in place.
  */
 export interface KVReservation {
   keyBuffer: Tensor;
   valueBuffer: Tensor;
   at: number;
-  keys: Tensor;
-  values: Tensor;
+  /** Positions the keys/values views cover (their dim 2, Lk). */
+  length: number;
+  readonly keys: Tensor;
+  readonly values: Tensor;
 }

@@ -160,10 +160,14 @@ export function rotaryCacheWrite(q: Tensor, k: Tensor, v: Tensor, cos: Tensor, s
     if (!fused) return normsFirst(qkNorm);
   }
   const [B, L, Hkv, D] = k.shape, cap = kBuf.shape[1], Dv = v.shape[3], R = cos.shape[2];
+  // (Plain comparisons: this runs for every layer of every decode step.)
+  const [vs, ks, vbs] = [v.shape, kBuf.shape, vBuf.shape];
   const fits = q.ndim === 4 && k.ndim === 4 && v.ndim === 4 && q.shape[0] === B && q.shape[1] === L && q.shape[3] === D
-    && sameShape(v.shape.slice(0, 3), [B, L, Hkv]) && sameShape(kBuf.shape, [B, cap, Hkv, D]) && sameShape(vBuf.shape, [B, cap, Hkv, Dv])
+    && vs[0] === B && vs[1] === L && vs[2] === Hkv && kBuf.ndim === 4 && ks[0] === B && ks[2] === Hkv && ks[3] === D
+    && vBuf.ndim === 4 && vbs[0] === B && vbs[1] === cap && vbs[2] === Hkv && vbs[3] === Dv
     && kBuf.dtype === vBuf.dtype && isFloating(kBuf.dtype) && kBuf.isContiguous && vBuf.isContiguous && kBuf.offset === 0 && vBuf.offset === 0
-    && cos.ndim === 3 && cos.shape[0] === B && cos.shape[1] === L && sameShape(cos.shape, sin.shape) && R % 2 === 0 && R <= D && [q, k, v].every((t) => t.dtype === "float32") && at >= 0 && at + L <= cap && B * L > 0;
+    && cos.ndim === 3 && cos.shape[0] === B && cos.shape[1] === L && sameShape(cos.shape, sin.shape) && R % 2 === 0 && R <= D
+    && q.dtype === "float32" && k.dtype === "float32" && v.dtype === "float32" && at >= 0 && at + L <= cap && B * L > 0;
   if (!fits || !fusable("rotaryKVWrite", q) || !kernelTakesPools("rotaryKVWrite", q.device.type, kBuf.dtype)) {
     if (qkNorm) return normsFirst(qkNorm);
     const qr = applyRotary(q, cos, sin), kr = applyRotary(k, cos, sin);

@@ -96,11 +96,14 @@ export class LayerKVCache implements AttentionKVCache {
         this.reallocate(k, v, window > 0 ? Math.max(need, Math.min(wanted, 2 * window)) : wanted);
       }
     }
-    const at = this.end;
+    const at = this.end, start = this.start, keyBuffer = this.keys!, valueBuffer = this.values!;
     this.end += L;
-    const keys = this.keys!.narrow(1, this.start, need).transpose(1, 2), values = this.values!.narrow(1, this.start, need).transpose(1, 2);
     if (window > 0) this.start = Math.max(this.start, this.end - (window - 1));
-    return { keyBuffer: this.keys!, valueBuffer: this.values!, at, keys, values };
+    return {
+      keyBuffer, valueBuffer, at, length: need,
+      get keys() { return keyBuffer.narrow(1, start, need).transpose(1, 2); },
+      get values() { return valueBuffer.narrow(1, start, need).transpose(1, 2); },
+    };
   }
 
   /**
