@@ -6,8 +6,9 @@
  * may use; the report's "threads" is the size the pool really has. Bad flags: one line, exit 2.)
  *
  * Measures, on a local checkpoint (nothing is downloaded): prefill tokens/s (prompt 32, batch 1),
- * decode tokens/s (64 new tokens, batch 1 and batch 8, and batch 1 compiled: generate({ compile:
- * true }), after one compiling call; the first token is excluded), time to
+ * decode tokens/s (64 new tokens, batch 1 and batch 8, batch 1 compiled: generate({ compile:
+ * true }), after one compiling call, and batch 1 sampled: temperature 0.7, top-k 50, top-p 0.9;
+ * the first token is excluded), time to
  * first token, peak RSS right after loading the weights and after the run (each also over the
  * checkpoint's size), linear GFLOPS at 1024x1024x1024 (float32 and bfloat16 weights) and GEMV
  * bandwidth at 4096x1024 (bfloat16 weights). With --peer-python (a Python with torch and
@@ -34,6 +35,8 @@ import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
 
 const PROMPT = 32, NEW_TOKENS = 64, COMPILE_NEW_TOKENS = 200;
+/** The sampled decode's settings (bench/peer.py uses the same): transformers' default top-k with a chat model's temperature and top-p. */
+const SAMPLING = { doSample: true, temperature: 0.7, topK: 50, topP: 0.9, seed: 1 };
 const USAGE = "usage: npm run bench -- [--model DIR [--dtypes auto,int8,int4] [--llamacpp DIR --gguf-dir DIR [--llamacpp-types bf16,q8_0,q4_0]] | --pipeline DIR [--steps N] [--sizes HxW,HxW]] [--device cpu|webgpu] [--threads N] [--peer-python PATH] [--compile]";
 const DTYPES = ["auto", "float32", "bfloat16", "float16", "int8", "int4"];
 
@@ -129,11 +132,11 @@ async function modelBench(dir: string, device: string, dtype = "auto") {
   const loadPeakRss = process.resourceUsage().maxRSS * 1024;
   const vocab = (model.config.vocab_size as number) ?? 32000;
   const opts = { maxNewTokens: NEW_TOKENS, doSample: false, eosTokenId: [] as number[] };
-  const decode = async (batch: number, compile = false) => {
+  const decode = async (batch: number, compile = false, sampled = false) => {
     const ids = Array.from({ length: batch }, (_, b) => randomIds(PROMPT, vocab, 7 + b));
     const t0 = performance.now();
     let first = 0, steps = 0;
-    for await (const _ of model.generateStream(ids, { ...opts, compile })) {
+    for await (const _ of model.generateStream(ids, { ...opts, compile, ...(sampled ? SAMPLING : {}) })) {
       if (steps++ === 0) first = performance.now();
     }
     const end = performance.now();
@@ -166,12 +169,15 @@ async function modelBench(dir: string, device: string, dtype = "auto") {
   const b8 = await decode(8);
   await decode(1, true);
   const c1 = await medianDecode(() => decode(1, true));
+  await decode(1, false, true);
+  const s1 = await medianDecode(() => decode(1, false, true));
   return {
     prefill_tokens_per_s: prefill,
     prefill_logits_to_keep_1_tokens_per_s: median(prefillsLast),
     decode_tokens_per_s_batch1: b1.rate,
     decode_tokens_per_s_batch8: b8.rate,
     decode_tokens_per_s_batch1_compiled: c1.rate,
+    decode_tokens_per_s_batch1_sampled: s1.rate,
     time_to_first_token_s: b1.ttft,
     load_peak_rss_bytes: loadPeakRss,
     peak_rss_bytes: process.resourceUsage().maxRSS * 1024,

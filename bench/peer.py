@@ -13,18 +13,22 @@ load_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 vocab = model.config.vocab_size
 
 
-def run(batch, n):
+# The sampled decode's settings, as bench/main.ts's SAMPLING.
+SAMPLING = dict(do_sample=True, temperature=0.7, top_k=50, top_p=0.9)
+
+
+def run(batch, n, sampled=False):
     ids = torch.randint(0, vocab, (batch, prompt_len))
     with torch.inference_mode():
         t0 = time.perf_counter()
         model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=n, min_new_tokens=n,
-                       do_sample=False, pad_token_id=0)
+                       pad_token_id=0, **(SAMPLING if sampled else dict(do_sample=False)))
         return time.perf_counter() - t0
 
 
-def decode_rate(batch):
-    first = run(batch, 1)
-    total = run(batch, new_tokens)
+def decode_rate(batch, sampled=False):
+    first = run(batch, 1, sampled)
+    total = run(batch, new_tokens, sampled)
     return batch * (new_tokens - 1) / (total - first), first
 
 
@@ -40,6 +44,7 @@ with torch.inference_mode():
     prefill_last = sorted(prefill_last)[1]
 decode1, ttft = decode_rate(1)
 decode8, _ = decode_rate(8)
+decode1_sampled, _ = decode_rate(1, sampled=True)
 rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
@@ -67,6 +72,7 @@ print(json.dumps({
     "prefill_logits_to_keep_1_tokens_per_s": prompt_len / prefill_last,
     "decode_tokens_per_s_batch1": decode1,
     "decode_tokens_per_s_batch8": decode8,
+    "decode_tokens_per_s_batch1_sampled": decode1_sampled,
     "time_to_first_token_s": ttft,
     "load_peak_rss_bytes": load_rss,
     "peak_rss_bytes": rss,

@@ -6,7 +6,7 @@ import assert from "node:assert/strict";
 import * as path from "node:path";
 import { test } from "node:test";
 import { AutoModelForCausalLM, AutoTokenizer } from "../src/transformers/index.js";
-import { minPWarper, repetitionPenalty, temperatureWarper, topKWarper, topPWarper } from "../src/transformers/generation/logits_process.js";
+import { minP, minPWarper, repetitionPenalty, temperature, temperatureWarper, topK, topKWarper, topP, topPWarper, warp } from "../src/transformers/generation/logits_process.js";
 import { Random } from "../src/transformers/generation/rng.js";
 import { missing, readJson, ROOT, STORIES } from "./helpers/shared.js";
 
@@ -57,6 +57,16 @@ test("logits warpers on vocabulary-sized rows keep what transformers keeps (test
     assert.equal(kept, c.kept_at_or_above_min, what);
     assert.equal(indexSum, c.at_or_above_index_sum, what);
     assert.equal(least, c.least_kept, what);
+    // generate's form: the warpers in a chain (after top-k they read only its survivors) give the
+    // same row, and Random.sample over the survivors draws what it draws over the whole row.
+    const chained = Float32Array.from({ length: V }, (_, i) => rows[c.row](i));
+    const at = warp(chained, [
+      ...(w.temperature !== undefined ? [temperature(w.temperature)] : []), ...(w.top_k !== undefined ? [topK(w.top_k)] : []),
+      ...(w.top_p !== undefined ? [topP(w.top_p)] : []), ...(w.min_p !== undefined ? [minP(w.min_p)] : []),
+    ]);
+    assert.deepEqual(chained, s, what);
+    const [a, b] = [new Random(5), new Random(5)];
+    for (let d = 0; d < 20; d++) assert.equal(a.sample(chained, at), b.sample(s), what);
   }
 });
 

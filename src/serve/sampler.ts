@@ -5,23 +5,23 @@
  * + frequency * count, over the output), then temperature, top-k, top-p and min-p (the warpers of
  * transformers' logits_process.py), then a draw; temperature 0 is greedy.
  */
-import { minPWarper, repetitionPenalty, temperatureWarper, topKWarper, topPWarper, type LogitsProcessor } from "../transformers/generation/logits_process.js";
+import { minP, repetitionPenalty, temperature, topK, topP, warp, type LogitsProcessor, type Warper } from "../transformers/generation/logits_process.js";
 import { Random } from "../transformers/generation/rng.js";
 import type { SamplingParams } from "./sequence.js";
 
 /** The per-sequence sampler: its processors and its seeded random generator. */
 export class Sampler {
   private readonly procs: LogitsProcessor[] = [];
-  private readonly warpers: LogitsProcessor[] = [];
+  private readonly warpers: Warper[] = [];
   private readonly rng: Random;
 
   constructor(private readonly p: SamplingParams) {
     if (p.repetitionPenalty !== 1) this.procs.push(repetitionPenalty(p.repetitionPenalty));
     if (p.temperature > 0) {
-      if (p.temperature !== 1) this.warpers.push(temperatureWarper(p.temperature));
-      if (p.topK > 0) this.warpers.push(topKWarper(p.topK));
-      if (p.topP < 1) this.warpers.push(topPWarper(p.topP));
-      if (p.minP > 0) this.warpers.push(minPWarper(p.minP));
+      if (p.temperature !== 1) this.warpers.push(temperature(p.temperature));
+      if (p.topK > 0) this.warpers.push(topK(p.topK));
+      if (p.topP < 1) this.warpers.push(topP(p.topP));
+      if (p.minP > 0) this.warpers.push(minP(p.minP));
     }
     this.rng = new Random(p.seed ?? (Date.now() ^ Math.floor(Math.random() * 0x7fffffff)));
   }
@@ -43,8 +43,7 @@ export class Sampler {
       for (const [t, c] of counts) row[t] -= this.p.presencePenalty + this.p.frequencyPenalty * c;
     }
     if (this.p.temperature === 0) return argmaxOf(row);
-    for (const w of this.warpers) w(row, output);
-    return this.rng.sample(row);
+    return this.rng.sample(row, warp(row, this.warpers));
   }
 }
 

@@ -3,9 +3,24 @@
  * (Float32Array [vocab]) in transformers' order: repetition penalty, then, when sampling,
  * temperature, top-k, top-p, min-p. Each mirrors the class of the same name in transformers'
  * generation/logits_process.py (removed tokens get -Infinity).
+ *
+ * The warpers come in two forms: LogitsProcessor (transformers' form: the whole row, in place) and
+ * Warper, which also takes and returns the indices that may still hold a finite score. After top-k
+ * that is k-odd indices of a 151,936-token row, so the warpers after it and Random.sample read only
+ * those (each pass over the whole row costs ~0.1-0.3 ms in a decode step); the values are the same.
  */
 
 export type LogitsProcessor = (scores: Float32Array, ids: readonly number[]) => void;
+
+/**
+ * A warper over the scores at the indices `at` (ascending; null: every index), every other score
+ * being -Infinity already; sets the scores it removes to -Infinity and returns the indices that
+ * may still be finite (`at` itself, or fewer: top-k's survivors).
+ */
+export type Warper = (scores: Float32Array, at: Int32Array | null) => Int32Array | null;
+
+/** A Warper in LogitsProcessor form (the whole row). */
+const wholeRow = (w: Warper): LogitsProcessor => (scores) => { w(scores, null); };
 
 /** RepetitionPenaltyLogitsProcessor: every id already in the sequence (prompt included) gets
  * score * penalty when negative, score / penalty otherwise. */
@@ -21,68 +36,83 @@ export function repetitionPenalty(penalty: number): LogitsProcessor {
 
 /** TemperatureLogitsWarper: scores / temperature, divided in float32 as torch divides a float32
  * tensor by a Python float (the temperature rounded to float32 first). */
-export function temperatureWarper(temperature: number): LogitsProcessor {
-  if (!(temperature > 0)) throw new RangeError(`temperature must be a strictly positive number, got ${temperature}`);
-  const t = Math.fround(temperature);
-  return (scores) => {
-    for (let i = 0; i < scores.length; i++) scores[i] /= t;
+export function temperature(t: number): Warper {
+  if (!(t > 0)) throw new RangeError(`temperature must be a strictly positive number, got ${t}`);
+  const t32 = Math.fround(t);
+  return (scores, at) => {
+    const n = at ? at.length : scores.length;
+    for (let j = 0; j < n; j++) scores[at ? at[j] : j] /= t32;  // -Infinity elsewhere stays -Infinity
+    return at;
   };
 }
 
 /**
- * The m largest scores above -Infinity (NaN excluded), in descending order (fewer when fewer
- * qualify). A bounded min-heap over one pass (O(n log m), nearly all elements rejected by one
- * comparison with the heap's least) for m small against the row; otherwise a sort of the
- * qualifying scores. A vocabulary-sized row (151,936 scores) took 17-22 ms per full sort.
+ * The m largest scores above -Infinity (NaN excluded) among the indices `at`, in descending order
+ * (fewer when fewer qualify). A bounded min-heap over one pass (O(n log m), nearly all elements
+ * rejected by one comparison with the heap's least) for m small against the row; otherwise a sort
+ * of the qualifying scores. A vocabulary-sized row (151,936 scores) took 17-22 ms per full sort.
  */
-function largest(scores: Float32Array, m: number): Float32Array {
-  if (m * 8 >= scores.length) {
-    const finite = new Float32Array(scores.length);
-    let n = 0;
-    for (let i = 0; i < scores.length; i++) if (scores[i] > -Infinity) finite[n++] = scores[i];
-    return finite.subarray(0, n).sort().reverse().subarray(0, m);
+function largest(scores: Float32Array, at: Int32Array | null, m: number): Float32Array {
+  const n = at ? at.length : scores.length;
+  if (m * 8 >= n) {
+    const finite = new Float32Array(n);
+    let count = 0;
+    for (let j = 0; j < n; j++) {
+      const s = scores[at ? at[j] : j];
+      if (s > -Infinity) finite[count++] = s;
+    }
+    return finite.subarray(0, count).sort().reverse().subarray(0, m);
   }
   const heap = new Float32Array(m);
   let size = 0;
-  for (let i = 0; i < scores.length; i++) {
-    const s = scores[i];
+  for (let j = 0; j < n; j++) {
+    const s = scores[at ? at[j] : j];
     if (!(s > -Infinity) || (size === m && s <= heap[0])) continue;
-    let at: number;
+    let i: number;
     if (size < m) {
-      at = size++;
-      while (at > 0 && heap[(at - 1) >> 1] > s) {  // sift up
-        const parent = (at - 1) >> 1;
-        heap[at] = heap[parent];
-        at = parent;
+      i = size++;
+      while (i > 0 && heap[(i - 1) >> 1] > s) {  // sift up
+        const parent = (i - 1) >> 1;
+        heap[i] = heap[parent];
+        i = parent;
       }
     } else {
-      at = 0;
+      i = 0;
       for (;;) {  // sift down from the root, which s replaces
-        const l = 2 * at + 1;
+        const l = 2 * i + 1;
         if (l >= m) break;
         const c = l + 1 < m && heap[l + 1] < heap[l] ? l + 1 : l;
         if (heap[c] >= s) break;
-        heap[at] = heap[c];
-        at = c;
+        heap[i] = heap[c];
+        i = c;
       }
     }
-    heap[at] = s;
+    heap[i] = s;
   }
   return heap.subarray(0, size).sort().reverse();
 }
 
 /** TopKLogitsWarper: keep scores >= the k-th largest (ties at the boundary are kept; a NaN counts
- * as the largest, as in an ascending sort). */
-export function topKWarper(topK: number): LogitsProcessor {
-  if (!Number.isInteger(topK) || topK <= 0) throw new RangeError(`topK must be a positive integer, got ${topK}`);
-  return (scores) => {
-    const k = Math.min(topK, scores.length);
+ * as the largest, as in an ascending sort). Returns the indices kept. */
+export function topK(k: number): Warper {
+  if (!Number.isInteger(k) || k <= 0) throw new RangeError(`topK must be a positive integer, got ${k}`);
+  return (scores, at) => {
+    const n = at ? at.length : scores.length, kk = Math.min(k, scores.length);
     let nans = 0;
-    for (let i = 0; i < scores.length; i++) if (scores[i] !== scores[i]) nans++;
-    if (nans >= k) return;  // the k-th largest is a NaN: nothing compares below it
-    const top = largest(scores, k - nans);
-    const kth = top.length === k - nans ? top[k - nans - 1] : -Infinity;
-    for (let i = 0; i < scores.length; i++) if (scores[i] < kth) scores[i] = -Infinity;
+    for (let j = 0; j < n; j++) {
+      const s = scores[at ? at[j] : j];
+      if (s !== s) nans++;
+    }
+    if (nans >= kk) return at;  // the k-th largest is a NaN: nothing compares below it
+    const top = largest(scores, at, kk - nans);
+    const kth = top.length === kk - nans ? top[kk - nans - 1] : -Infinity;
+    const kept: number[] = [];
+    for (let j = 0; j < n; j++) {
+      const i = at ? at[j] : j;
+      if (scores[i] < kth) scores[i] = -Infinity;
+      else kept.push(i);
+    }
+    return Int32Array.from(kept);
   };
 }
 
@@ -92,27 +122,38 @@ export function topKWarper(topK: number): LogitsProcessor {
  * dropped once the tokens above it hold mass >= topP. So no sort of the row (17-22 ms for 151,936
  * scores): the top 64 scores (`largest`) usually settle it; otherwise a weighted quickselect
  * (massCutoff) finds the cutoff in O(vocab). */
-export function topPWarper(topP: number): LogitsProcessor {
-  if (!(topP >= 0 && topP <= 1)) throw new RangeError(`topP must be in [0, 1], got ${topP}`);
-  return (scores) => {
-    let max = -Infinity, n = 0;
-    for (let i = 0; i < scores.length; i++) {
-      const s = scores[i];
-      if (s > -Infinity) { n++; if (s > max) max = s; }
+export function topP(p: number): Warper {
+  if (!(p >= 0 && p <= 1)) throw new RangeError(`topP must be in [0, 1], got ${p}`);
+  return (scores, at) => {
+    const n = at ? at.length : scores.length;
+    let max = -Infinity, finite = 0;
+    for (let j = 0; j < n; j++) {
+      const s = scores[at ? at[j] : j];
+      if (s > -Infinity) { finite++; if (s > max) max = s; }
     }
-    if (n === 0) return;
+    if (finite === 0) return at;
     let z = 0;
-    for (let i = 0; i < scores.length; i++) if (scores[i] > -Infinity) z += Math.exp(scores[i] - max);
-    const target = topP * z;  // masses below are unnormalized, as z
-    const top = largest(scores, Math.min(64, n));
+    for (let j = 0; j < n; j++) {
+      const s = scores[at ? at[j] : j];
+      if (s > -Infinity) z += Math.exp(s - max);
+    }
+    const target = p * z;  // masses below are unnormalized, as z
+    const top = largest(scores, at, Math.min(64, finite));
     let cutoff = max, above = 0, r = 0;
     for (; r < top.length && (r === 0 || above < target); r++) above += Math.exp((cutoff = top[r]) - max);
-    if (r === top.length && top.length < n && target > 0) {
-      const vals = new Float32Array(n), w = new Float64Array(n);
-      for (let i = 0, j = 0; i < scores.length; i++) if (scores[i] > -Infinity) w[j] = Math.exp((vals[j++] = scores[i]) - max);
+    if (r === top.length && top.length < finite && target > 0) {
+      const vals = new Float32Array(finite), w = new Float64Array(finite);
+      for (let j = 0, f = 0; j < n; j++) {
+        const s = scores[at ? at[j] : j];
+        if (s > -Infinity) w[f] = Math.exp((vals[f++] = s) - max);
+      }
       cutoff = massCutoff(vals, w, target);
     }
-    for (let i = 0; i < scores.length; i++) if (scores[i] < cutoff) scores[i] = -Infinity;
+    for (let j = 0; j < n; j++) {
+      const i = at ? at[j] : j;
+      if (scores[i] < cutoff) scores[i] = -Infinity;
+    }
+    return at;
   };
 }
 
@@ -149,16 +190,34 @@ function massCutoff(vals: Float32Array, w: Float64Array, target: number): number
 
 /** MinPLogitsWarper: drop tokens whose probability is below minP times the top probability, i.e.
  * whose score is below max + ln(minP) (no softmax needed); a row holding a NaN is left as is. */
-export function minPWarper(minP: number): LogitsProcessor {
-  if (!(minP >= 0 && minP <= 1)) throw new RangeError(`minP must be in [0, 1], got ${minP}`);
-  return (scores) => {
+export function minP(p: number): Warper {
+  if (!(p >= 0 && p <= 1)) throw new RangeError(`minP must be in [0, 1], got ${p}`);
+  return (scores, at) => {
+    const n = at ? at.length : scores.length;
     let max = -Infinity;
-    for (let i = 0; i < scores.length; i++) {
-      const s = scores[i];
-      if (s !== s) return;
+    for (let j = 0; j < n; j++) {
+      const s = scores[at ? at[j] : j];
+      if (s !== s) return at;
       if (s > max) max = s;
     }
-    const threshold = max + Math.log(minP);
-    for (let i = 0; i < scores.length; i++) if (scores[i] < threshold) scores[i] = -Infinity;
+    const threshold = max + Math.log(p);
+    for (let j = 0; j < n; j++) {
+      const i = at ? at[j] : j;
+      if (scores[i] < threshold) scores[i] = -Infinity;
+    }
+    return at;
   };
+}
+
+/** The warpers as LogitsProcessors (transformers' form: the whole row, in place). */
+export const temperatureWarper = (t: number): LogitsProcessor => wholeRow(temperature(t));
+export const topKWarper = (k: number): LogitsProcessor => wholeRow(topK(k));
+export const topPWarper = (p: number): LogitsProcessor => wholeRow(topP(p));
+export const minPWarper = (p: number): LogitsProcessor => wholeRow(minP(p));
+
+/** Apply `warpers` in order to `scores`; returns the indices that may still hold a finite score (null: any). */
+export function warp(scores: Float32Array, warpers: readonly Warper[]): Int32Array | null {
+  let at: Int32Array | null = null;
+  for (const w of warpers) at = w(scores, at);
+  return at;
 }

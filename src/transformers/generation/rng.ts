@@ -34,21 +34,33 @@ export class Random {
     return result / 4294967296;
   }
 
-  /** Draw an index with probability proportional to exp(scores) (torch.multinomial of softmax). */
-  sample(scores: Float32Array): number {
+  /**
+   * Draw an index with probability proportional to exp(scores) (torch.multinomial of softmax).
+   * `at` (ascending) lists the indices that may hold a finite score, every other being -Infinity
+   * (a Warper's result, e.g. top-k's survivors); null: any index. The draw is the same either way.
+   */
+  sample(scores: Float32Array, at: Int32Array | null = null): number {
+    const n = at ? at.length : scores.length;
     let max = -Infinity;
-    for (let i = 0; i < scores.length; i++) if (scores[i] > max) max = scores[i];
-    // exp(s - max) once per score, kept for the draw (a vocabulary-sized row: half the time of two passes).
-    if (this.weights.length < scores.length) this.weights = new Float64Array(scores.length);
+    for (let j = 0; j < n; j++) {
+      const s = scores[at ? at[j] : j];
+      if (s > max) max = s;
+    }
+    // exp(s - max) once per score, kept for the draw (exp(-Infinity) is 0: skipped).
+    if (this.weights.length < n) this.weights = new Float64Array(n);
     const w = this.weights;
     let sum = 0;
-    for (let i = 0; i < scores.length; i++) sum += w[i] = scores[i] === -Infinity ? 0 : Math.exp(scores[i] - max);  // exp(-inf) is 0: skipped
+    for (let j = 0; j < n; j++) {
+      const s = scores[at ? at[j] : j];
+      sum += w[j] = s === -Infinity ? 0 : Math.exp(s - max);
+    }
     let u = this.next() * sum;
-    let last = 0;
-    for (let i = 0; i < scores.length; i++) {
+    let last = 0;  // every score -Infinity: index 0, as for the whole row
+    for (let j = 0; j < n; j++) {
+      const i = at ? at[j] : j;
       if (scores[i] === -Infinity) continue;
       last = i;
-      u -= w[i];
+      u -= w[j];
       if (u < 0) return i;
     }
     return last;

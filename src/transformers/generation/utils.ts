@@ -16,7 +16,7 @@ import {
   newTokenBudget, resolveGenerationConfig,
   type FinishReason, type GenerationConfig, type GenerationOptions, type OptionLabels,
 } from "./configuration_utils.js";
-import { minPWarper, repetitionPenalty, temperatureWarper, topKWarper, topPWarper, type LogitsProcessor } from "./logits_process.js";
+import { minP, repetitionPenalty, temperature, topK, topP, warp, type LogitsProcessor, type Warper } from "./logits_process.js";
 import { Random } from "./rng.js";
 import { compiledSteps, eagerSteps, StaticSteps } from "./static_steps.js";
 import { StopStringCriteria } from "./stopping_criteria.js";
@@ -47,16 +47,17 @@ export interface GenerationStream extends AsyncGenerator<number[], void> {
   readonly finishReasons: readonly (FinishReason | null)[];
 }
 
-function processors(s: GenerationConfig): LogitsProcessor[] {
-  const list: LogitsProcessor[] = [];
-  if (s.repetitionPenalty !== 1) list.push(repetitionPenalty(s.repetitionPenalty));
+/** The logits processors (on the whole row) and, when sampling, the warpers, in transformers' order. */
+function processors(s: GenerationConfig): { procs: LogitsProcessor[]; warpers: Warper[] } {
+  const procs: LogitsProcessor[] = [], warpers: Warper[] = [];
+  if (s.repetitionPenalty !== 1) procs.push(repetitionPenalty(s.repetitionPenalty));
   if (s.doSample) {
-    if (s.temperature !== 1) list.push(temperatureWarper(s.temperature));
-    if (s.topK > 0) list.push(topKWarper(s.topK));
-    if (s.topP < 1) list.push(topPWarper(s.topP));
-    if (s.minP > 0) list.push(minPWarper(s.minP));
+    if (s.temperature !== 1) warpers.push(temperature(s.temperature));
+    if (s.topK > 0) warpers.push(topK(s.topK));
+    if (s.topP < 1) warpers.push(topP(s.topP));
+    if (s.minP > 0) warpers.push(minP(s.minP));
   }
-  return list;
+  return { procs, warpers };
 }
 
 /**
@@ -90,7 +91,7 @@ export function generateStream(model: PreTrainedModel, generationConfig: Record<
 async function* decode(model: PreTrainedModel, s: GenerationConfig, inputIds: number[][], mask: number[][], steps: number,
   o: GenerationOptions, reasons: (FinishReason | null)[]): AsyncGenerator<number[], void> {
   const L = inputIds[0].length;
-  const procs = processors(s);
+  const { procs, warpers } = processors(s);
   const rng = new Random(o.seed);
   const stops = s.stopStrings.length ? new StopStringCriteria(o.tokenizer!, s.stopStrings) : undefined;
   const dtype = o.cacheDtype ?? model.dtype;
@@ -165,7 +166,7 @@ async function* decode(model: PreTrainedModel, s: GenerationConfig, inputIds: nu
         picked = seqs.map((seq, b) => {
           const row = all.slice(b * V, (b + 1) * V);
           for (const p of procs) p(row, seq);
-          return s.doSample ? rng.sample(row) : argmaxRow(row);
+          return s.doSample ? rng.sample(row, warp(row, warpers)) : argmaxRow(row);
         });
       }
       const next = accept(picked, step);
