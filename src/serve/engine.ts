@@ -191,9 +191,11 @@ export class Engine {
       if (seq.finished) return;
       const logitRow = rows ? (rows as Float32Array).subarray(i * V, (i + 1) * V) : null;
       const event: TokenEvent = { token: Number(nextIds[i]) };
-      if (logitRow && seq.params.logprobs !== undefined) Object.assign(event, logprobsOf(logitRow, seq.params.logprobs));
-      if (!samplers[i].greedy) event.token = samplers[i].choose(logitRow!.slice(), seq.prompt, seq.output);
-      if (logitRow && seq.params.logprobs !== undefined) event.logprob = logprobAt(logitRow, event.token);
+      // The row is this step's own copy: the sampler edits it in place unless the logprobs need it after.
+      const logprobs = logitRow && seq.params.logprobs !== undefined, lse = logprobs ? logSumExp(logitRow) : 0;
+      if (logprobs) Object.assign(event, logprobsOf(logitRow, seq.params.logprobs!, lse));
+      if (!samplers[i].greedy) event.token = samplers[i].choose(logprobs ? logitRow.slice() : logitRow!, seq.prompt, seq.output);
+      if (logprobs) event.logprob = logitRow[event.token] - lse;
       seq.output.push(event.token);
       if (seq.output.length === 1) {
         seq.firstTokenAt = now;
@@ -223,10 +225,6 @@ function release(...ts: Tensor[]): void {
 }
 
 /** log-softmax of `row` at `token`. */
-function logprobAt(row: Float32Array, token: number): number {
-  return row[token] - logSumExp(row);
-}
-
 function logSumExp(row: Float32Array): number {
   let max = -Infinity;
   for (let i = 0; i < row.length; i++) if (row[i] > max) max = row[i];
@@ -235,10 +233,9 @@ function logSumExp(row: Float32Array): number {
   return max + Math.log(sum);
 }
 
-/** The `k` most likely tokens of the model's distribution, with their log-probabilities. */
-function logprobsOf(row: Float32Array, k: number): Pick<TokenEvent, "top"> {
+/** The `k` most likely tokens of the model's distribution, with their log-probabilities (lse: the row's logSumExp). */
+function logprobsOf(row: Float32Array, k: number, lse: number): Pick<TokenEvent, "top"> {
   if (k === 0) return { top: [] };
-  const lse = logSumExp(row);
   const top: { token: number; logprob: number }[] = [];
   for (let i = 0; i < row.length; i++) {
     if (top.length === k && row[i] <= top[k - 1].logprob) continue;

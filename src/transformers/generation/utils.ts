@@ -164,7 +164,7 @@ async function* decode(model: PreTrainedModel, s: GenerationConfig, inputIds: nu
         const V = logits.shape[2];
         const all = (await logits.data()) as Float32Array;
         picked = seqs.map((seq, b) => {
-          const row = all.slice(b * V, (b + 1) * V);
+          const row = all.subarray(b * V, (b + 1) * V);  // data() is a copy of the logits: rows are edited in place
           for (const p of procs) p(row, seq);
           return s.doSample ? rng.sample(row, warp(row, warpers)) : argmaxRow(row);
         });
