@@ -278,7 +278,9 @@ if (values.llamacpp) {
   const pairs: [string, string][] = [["auto", "bf16"], ["bfloat16", "bf16"], ["int8", "q8_0"], ["int4", "q4_0"]];
   report.ratio_tsorch_over_llamacpp = Object.fromEntries(pairs.filter(([d, t]) => mine[d] && typeof peer[t]?.decode_tok_s === "number").map(([d, t]) => [
     `${d}/${t}`, {
-      prefill: mine[d].prefill_tokens_per_s / (peer[t].prefill_tok_s as number),
+      // llama.cpp's prompt evaluation computes the last token's logits, as generate's prefill does.
+      prefill: mine[d].prefill_logits_to_keep_1_tokens_per_s / (peer[t].prefill_tok_s as number),
+      prefill_all_logits: mine[d].prefill_tokens_per_s / (peer[t].prefill_tok_s as number),
       decode_batch1: mine[d].decode_tokens_per_s_batch1 / (peer[t].decode_tok_s as number),
       decode_batch1_compiled: mine[d].decode_tokens_per_s_batch1_compiled / (peer[t].decode_tok_s as number),
     },
