@@ -7,14 +7,14 @@
  * Without a browser it skips with a message; with CI=true it fails instead.
  */
 import assert from "node:assert/strict";
-import { existsSync, mkdtempSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { existsSync, writeFileSync } from "node:fs";
 import * as path from "node:path";
 import { after, before, test } from "node:test";
 import { build } from "esbuild";
 import { chromium, type Browser, type BrowserContext, type Page } from "playwright-core";
 import { bundle, ROOT, startServer, type DemoServer } from "../examples/browser/server.js";
 import { maxAbsDiff, missing, readJson, STORIES, TINY } from "./helpers/shared.js";
+import { tempDir } from "./helpers/temp_dir.js";
 
 const CHROMIUM = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium";
 /** Flags for WebGPU without a GPU (SwiftShader) and for a machine without outside network. */
@@ -26,7 +26,7 @@ const TINY_LLAMA = path.join(TINY, "llama");
 const WEIGHTS = "/models/stories260K/model.safetensors";
 
 const skipFixtures = missing(STORIES) ?? missing(TINY_LLAMA);
-const outDir = mkdtempSync(path.join(tmpdir(), "tsorch-browser-"));
+const outDir = tempDir("tsorch-browser-");
 let browser: Browser | undefined;
 /** One browser context for all tests: one Cache API storage, as one user's browser profile. */
 let context: BrowserContext | undefined;

@@ -4,13 +4,13 @@
  */
 import assert from "node:assert/strict";
 import { execFile } from "node:child_process";
-import { copyFileSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
-import * as os from "node:os";
+import { copyFileSync, readFileSync, writeFileSync } from "node:fs";
 import * as path from "node:path";
 import { test } from "node:test";
 import { promisify } from "node:util";
 import { CLI, missing, readJson, STORIES } from "./helpers/shared.js";
 import { testCliOnFixture } from "./helpers/fixture_checks.js";
+import { tempDir } from "./helpers/temp_dir.js";
 
 const run = promisify(execFile);
 
@@ -26,7 +26,7 @@ async function tsorch(args: string[], env: Record<string, string> = {}): Promise
 
 /** A copy of stories260K under /tmp whose files a test may change. */
 function storiesCopy(): string {
-  const dir = mkdtempSync(path.join(os.tmpdir(), "tsorch-cli-"));
+  const dir = tempDir("tsorch-cli-");
   for (const f of ["config.json", "generation_config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json"]) {
     copyFileSync(path.join(STORIES, f), path.join(dir, f));
   }
@@ -85,7 +85,7 @@ test("bad input: one-line errors, non-zero exit", async (t) => {
   assertOneLineError(await tsorch(["generate", "--model", STORIES, "--prompt", "x", "--max-new-tokens", "many"]), /--max-new-tokens/);
 
   // An uncached Hub id with no network (an endpoint on a closed local port).
-  const cache = mkdtempSync(path.join(os.tmpdir(), "tsorch-cache-"));
+  const cache = tempDir("tsorch-cache-");
   const offline = await tsorch(["generate", "--model", "tsorch-test/not-cached", "--prompt", "x"], { HF_HUB_CACHE: cache, HF_ENDPOINT: "http://127.0.0.1:9" });
   assertOneLineError(offline, /not in the Hugging Face cache|could not be reached/);
 

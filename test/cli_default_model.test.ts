@@ -5,19 +5,19 @@
  */
 import assert from "node:assert/strict";
 import { execFile } from "node:child_process";
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
-import * as os from "node:os";
+import { readFileSync, rmSync } from "node:fs";
 import * as path from "node:path";
 import { test } from "node:test";
 import { promisify } from "node:util";
 import { CLI, maxAbsDiff, missing, readJson, ROOT, STORIES } from "./helpers/shared.js";
+import { tempDir } from "./helpers/temp_dir.js";
 
 const run = promisify(execFile);
 const SHIPPED = path.join(ROOT, "models/stories260K");
 
 /** Run the CLI from an empty folder with the Hub unreachable and an empty HF cache. */
 async function offline(args: string[]): Promise<string> {
-  const cwd = mkdtempSync(path.join(os.tmpdir(), "tsorch-default-"));
+  const cwd = tempDir("tsorch-default-");
   try {
     const env = { ...process.env, HF_HUB_OFFLINE: "1", HF_HUB_CACHE: cwd, HF_HOME: cwd, HF_ENDPOINT: "http://127.0.0.1:9" };
     return (await run(process.execPath, [CLI, ...args], { cwd, env, maxBuffer: 1 << 26 })).stdout;

@@ -5,8 +5,7 @@
  * mapped (hub/safetensors.ts loadCheckpoint, `readWeights`).
  */
 import assert from "node:assert/strict";
-import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { existsSync, readFileSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import { test } from "node:test";
 import { setFlagsFromString } from "node:v8";
@@ -17,6 +16,7 @@ import * as T from "../src/index.js";
 import { AutoModelForCausalLM } from "../src/transformers/index.js";
 import { writeSafetensors } from "./helpers/mock_hub.js";
 import { missing, STORIES } from "./helpers/shared.js";
+import { tempDir } from "./helpers/temp_dir.js";
 
 const MiB = 1024 * 1024;
 const linux = process.platform === "linux";
@@ -60,7 +60,7 @@ test("written large allocations are backed by 2 MB pages, and given back when co
 });
 
 test("loadCheckpoint with readWeights reads tensors into host memory (not a file mapping), once, with the file's values", () => {
-  const dir = mkdtempSync(join(tmpdir(), "tsorch-host-"));
+  const dir = tempDir("tsorch-host-");
   const big = Float32Array.from({ length: MiB }, (_, i) => (i % 977) * 0.25);
   const small = Float32Array.from({ length: 8 }, (_, i) => -i);
   writeSafetensors(join(dir, "model.safetensors"), [

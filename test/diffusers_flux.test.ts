@@ -8,8 +8,7 @@
  */
 import assert from "node:assert/strict";
 import { execFile } from "node:child_process";
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { readFileSync, rmSync } from "node:fs";
 import * as path from "node:path";
 import { promisify } from "node:util";
 import { PNG } from "pngjs";
@@ -28,6 +27,7 @@ import { calculateShift, FlowMatchEulerDiscreteScheduler } from "../src/diffuser
 import { CLI, maxAbsDiff, missing, readJson, ROOT, SHARED } from "./helpers/shared.js";
 import { writeSafetensors } from "./helpers/mock_hub.js";
 import { webgpuOrSkip } from "./helpers/webgpu.js";
+import { tempDir } from "./helpers/temp_dir.js";
 
 const FLUX = path.join(SHARED, "fixtures/diffusers/flux_tiny");
 const EXPECTED = path.join(FLUX, "expected.json");
@@ -297,7 +297,7 @@ test("tsorch diffuse --scheduler flow-match-euler on flux_tiny: the PNG from a c
   const skip = missing(EXPECTED);
   if (skip) return t.skip(skip);
   const c = (readJson(EXPECTED).cases as Case[]).find((x) => x.name === "flow_euler_32x48_4steps");
-  const dir = mkdtempSync(path.join(tmpdir(), "tsorch-diffuse-flux-"));
+  const dir = tempDir("tsorch-diffuse-flux-");
   try {
     const latents = path.join(dir, "latents.safetensors");
     const values = Float32Array.from((c.initial_latents_unpacked as number[]).flat(Infinity as 1) as number[]);

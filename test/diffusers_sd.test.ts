@@ -8,8 +8,7 @@
  */
 import assert from "node:assert/strict";
 import { execFile } from "node:child_process";
-import { copyFileSync, cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { copyFileSync, cpSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import * as path from "node:path";
 import { test } from "node:test";
 import { promisify } from "node:util";
@@ -25,6 +24,7 @@ import type { Tensor } from "../src/tensor/tensor.js";
 import { CLI, maxAbsDiff, missing, readJson, ROOT, SHARED } from "./helpers/shared.js";
 import { startMockHub, writeSafetensors } from "./helpers/mock_hub.js";
 import { webgpuOrSkip } from "./helpers/webgpu.js";
+import { tempDir } from "./helpers/temp_dir.js";
 
 const SD = path.join(SHARED, "fixtures/diffusers/sd_tiny");
 const run = promisify(execFile);
@@ -77,7 +77,7 @@ test("sd_tiny tokenizer: every tokenizer check exact, from tokenizer.json and fr
   const skip = missing(SD);
   if (skip) return t.skip(skip);
   const checks = readJson(path.join(SD, "expected.json")).tokenizer_checks.tokenizer as { text: string; input_ids: number[]; tokens: string[] }[];
-  const slow = mkdtempSync(path.join(tmpdir(), "tsorch-clip-slow-"));
+  const slow = tempDir("tsorch-clip-slow-");
   try {
     for (const f of ["vocab.json", "merges.txt", "tokenizer_config.json"]) copyFileSync(path.join(SD, "tokenizer", f), path.join(slow, f));
     for (const dir of [path.join(SD, "tokenizer"), slow]) {
@@ -190,7 +190,7 @@ test("sd_tiny pil output: the saved PNG is within one level of diffusers' PNG", 
   const latents = tensor(flat(c.initial_latents), { shape: [1, 4, c.height / 2, c.width / 2] });
   const out = await pipe.call({ prompt: c.prompt, negativePrompt: "", height: c.height, width: c.width, numInferenceSteps: c.num_inference_steps, latents });
   const img = (out.images as PipelineImage[])[0];
-  const dir = mkdtempSync(path.join(tmpdir(), "tsorch-sd-png-"));
+  const dir = tempDir("tsorch-sd-png-");
   try {
     const file = path.join(dir, "out.png");
     await img.save(file);
@@ -223,7 +223,7 @@ test("sd_tiny from a Hub id (mock Hub): downloads the components into the cache 
   const skip = missing(SD);
   if (skip) return t.skip(skip);
   const hub = await startMockHub({ "org/sd-tiny": { branches: { main: SD } } });
-  const cacheDir = mkdtempSync(path.join(tmpdir(), "tsorch-sd-cache-"));
+  const cacheDir = tempDir("tsorch-sd-cache-");
   try {
     const pipe = await DiffusionPipeline.fromPretrained<StableDiffusionPipeline>("org/sd-tiny", { endpoint: hub.url, cacheDir, progress: false });
     assert.ok(pipe instanceof StableDiffusionPipeline);
@@ -239,7 +239,7 @@ test("sd_tiny from a Hub id (mock Hub): downloads the components into the cache 
 test("diffusers errors: missing component folder or weights, unsupported pipeline class, unknown scheduler, bad height/width", async (t) => {
   const skip = missing(SD);
   if (skip) return t.skip(skip);
-  const dir = mkdtempSync(path.join(tmpdir(), "tsorch-sd-bad-"));
+  const dir = tempDir("tsorch-sd-bad-");
   const index = readJson(path.join(SD, "model_index.json"));
   const layout = (edit: (i: Record<string, unknown>) => void, omit: string[] = []) => {
     rmSync(dir, { recursive: true, force: true });
@@ -282,7 +282,7 @@ test("tsorch diffuse: the PNG from a case's latents is within one level of diffu
   const skip = missing(SD);
   if (skip) return t.skip(skip);
   const c = (readJson(path.join(SD, "expected.json")).cases as SDCase[]).find((x) => x.name === "euler_32x48_2steps")!;
-  const dir = mkdtempSync(path.join(tmpdir(), "tsorch-diffuse-"));
+  const dir = tempDir("tsorch-diffuse-");
   try {
     const latents = path.join(dir, "latents.safetensors");
     writeSafetensors(latents, [{ name: "latents", dtype: "F32", shape: [1, 4, c.height / 2, c.width / 2], bytes: new Uint8Array(Float32Array.from(flat(c.initial_latents)).buffer) }]);

@@ -5,8 +5,7 @@
  * against transformers' values, and GPT-2 checkpoints saved from the bare GPT2Model.
  */
 import assert from "node:assert/strict";
-import { copyFileSync, mkdtempSync, writeFileSync } from "node:fs";
-import * as os from "node:os";
+import { copyFileSync, writeFileSync } from "node:fs";
 import * as path from "node:path";
 import { test } from "node:test";
 import { openDevice } from "../src/devices/registry.js";
@@ -18,6 +17,7 @@ import { GPT2LMHeadModel } from "../src/transformers/models/gpt2.js";
 import { Phi3ForCausalLM } from "../src/transformers/models/phi3.js";
 import { maxAbsDiff, missing, readJson, TINY } from "./helpers/shared.js";
 import { testCliOnFixture, testTinyFixture } from "./helpers/fixture_checks.js";
+import { tempDir } from "./helpers/temp_dir.js";
 
 
 for (const arch of ["qwen2", "qwen3", "phi3", "gpt2"]) testTinyFixture(arch);
@@ -69,7 +69,7 @@ test("phi3 longrope: generation past original_max_position_embeddings recomputes
   const skip = missing(src);
   if (skip) return t.skip(skip);
   // The tiny phi3 fixture with LongRoPE whose original context (10) the 7-token prompt + 12 new tokens cross.
-  const dir = mkdtempSync(path.join(os.tmpdir(), "tsorch-phi3-longrope-"));
+  const dir = tempDir("tsorch-phi3-longrope-");
   const cfg = readJson(path.join(src, "config.json"));
   cfg.original_max_position_embeddings = 10;
   cfg.rope_parameters = { rope_type: "longrope", rope_theta: 10000, partial_rotary_factor: 1, original_max_position_embeddings: 10, short_factor: Array(8).fill(1.5), long_factor: [1, 2, 4, 8, 16, 32, 64, 128] };

@@ -8,8 +8,7 @@
  * only its compressed latent.
  */
 import assert from "node:assert/strict";
-import { mkdtempSync, symlinkSync, writeFileSync } from "node:fs";
-import * as os from "node:os";
+import { symlinkSync, writeFileSync } from "node:fs";
 import * as path from "node:path";
 import { test } from "node:test";
 import { openDevice } from "../src/devices/registry.js";
@@ -21,6 +20,7 @@ import { DeepseekV3ForCausalLM } from "../src/transformers/models/deepseek_v3.js
 import { Glm4MoeForCausalLM } from "../src/transformers/models/glm4_moe.js";
 import { checkLogits, fixtureExpected, testCliOnFixture, testTinyFixture } from "./helpers/fixture_checks.js";
 import { missing, readJson, TINY } from "./helpers/shared.js";
+import { tempDir } from "./helpers/temp_dir.js";
 
 for (const arch of ["smollm3", "glm4_moe", "deepseek_v3", "gpt_oss"]) {
   testTinyFixture(arch);
@@ -50,7 +50,7 @@ for (const [arch, respell] of Object.entries(LEGACY)) {
     const src = path.join(TINY, arch);
     const skip = missing(src);
     if (skip) return t.skip(skip);
-    const dir = mkdtempSync(path.join(os.tmpdir(), `tsorch-${arch}-legacy-`));
+    const dir = tempDir(`tsorch-${arch}-legacy-`);
     const config = respell(readJson(path.join(src, "config.json")));
     assert.equal(config.rope_parameters, undefined);
     writeFileSync(path.join(dir, "config.json"), JSON.stringify(config));

@@ -4,8 +4,7 @@
  * window, yet cached attention equals attention over the whole sequence.
  */
 import assert from "node:assert/strict";
-import { mkdtempSync, symlinkSync, writeFileSync } from "node:fs";
-import * as os from "node:os";
+import { symlinkSync, writeFileSync } from "node:fs";
 import * as path from "node:path";
 import { test } from "node:test";
 import { causalAttention } from "../src/nn/attention.js";
@@ -17,6 +16,7 @@ import { paddingMask } from "../src/transformers/modeling_utils.js";
 import type { Gemma2ForCausalLM } from "../src/transformers/models/gemma2.js";
 import { maxAbsDiff, missing, readJson, TINY } from "./helpers/shared.js";
 import { testCliOnFixture, testTinyFixture } from "./helpers/fixture_checks.js";
+import { tempDir } from "./helpers/temp_dir.js";
 
 const CACHES: CacheImplementation[] = ["dynamic", "static"];
 const FAMILIES = ["gemma", "gemma2", "gemma3_text"];
@@ -65,7 +65,7 @@ test("mistral (tiny) with sliding_window 4: cached greedy equals a full recomput
   const src = path.join(TINY, "mistral");
   const skip = missing(src);
   if (skip) return t.skip(skip);
-  const dir = mkdtempSync(path.join(os.tmpdir(), "tsorch-mistral-window-"));
+  const dir = tempDir("tsorch-mistral-window-");
   writeFileSync(path.join(dir, "config.json"), JSON.stringify({ ...readJson(path.join(src, "config.json")), sliding_window: 4 }));
   symlinkSync(path.join(src, "model.safetensors"), path.join(dir, "model.safetensors"));
   const e = readJson(path.join(src, "expected.json"));

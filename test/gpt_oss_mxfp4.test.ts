@@ -12,8 +12,7 @@
  */
 import { native } from "../src/devices/cpu/native.js";
 import assert from "node:assert/strict";
-import { mkdtempSync, writeFileSync } from "node:fs";
-import * as os from "node:os";
+import { writeFileSync } from "node:fs";
 import * as path from "node:path";
 import { test } from "node:test";
 import { readSafetensors, type RawTensor } from "../src/hub/index.js";
@@ -22,6 +21,7 @@ import { AutoModelForCausalLM } from "../src/transformers/index.js";
 import { fixtureExpected } from "./helpers/fixture_checks.js";
 import { maxAbsDiff, missing, readJson, ROOT, TINY } from "./helpers/shared.js";
 import { webgpuOrSkip } from "./helpers/webgpu.js";
+import { tempDir } from "./helpers/temp_dir.js";
 
 const E2M1 = [0, 0.5, 1, 1.5, 2, 3, 4, 6, -0, -0.5, -1, -1.5, -2, -3, -4, -6];
 const FIXTURE = path.join(TINY, "gpt_oss");
@@ -141,7 +141,7 @@ function packedFixture(): { widened: string; mxfp4: string; dequantized: string 
     plain.push({ name, dtype: "F32", shape: raw.shape, bytes: bytesOf(inputMajor) });
   }
   const folder = (kind: string, tensors: typeof packed, cfg: Record<string, unknown>) => {
-    const dir = mkdtempSync(path.join(os.tmpdir(), `tsorch-gpt-oss-${kind}-`));
+    const dir = tempDir(`tsorch-gpt-oss-${kind}-`);
     writeFileSync(path.join(dir, "config.json"), JSON.stringify(cfg));
     writeSafetensors(path.join(dir, "model.safetensors"), tensors);
     return dir;

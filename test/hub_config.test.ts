@@ -1,10 +1,10 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { CheckpointError, loadConfig, loadGenerationConfig, readJsonFile } from "../src/hub/index.js";
 import { missing, STORIES as stories } from "./helpers/shared.js";
+import { tempDir } from "./helpers/temp_dir.js";
 
 test("loadConfig and loadGenerationConfig read stories260K", async (t) => {
   const skip = missing(stories);
@@ -18,7 +18,7 @@ test("loadConfig and loadGenerationConfig read stories260K", async (t) => {
 });
 
 test("missing and malformed JSON files give clear errors", async () => {
-  const dir = mkdtempSync(join(tmpdir(), "tsorch-hub-"));
+  const dir = tempDir("tsorch-hub-");
   const config = join(dir, "config.json");
   await assert.rejects(loadConfig(dir), (e: unknown) => e instanceof CheckpointError && e.message === `file not found: ${config}`);
   assert.deepEqual(await loadGenerationConfig(dir), {});

@@ -1,12 +1,12 @@
 import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
-import { copyFileSync, existsSync, lstatSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { copyFileSync, existsSync, lstatSync, readdirSync, readFileSync, readlinkSync, rmSync, writeFileSync } from "node:fs";
 import { createServer, type AddressInfo } from "node:net";
 import { join, relative } from "node:path";
 import { HubError, loadCheckpoint, loadConfig, readSafetensors, resolveModel } from "../src/hub/index.js";
 import { startMockHub, writeSafetensors, type MockHub } from "./helpers/mock_hub.js";
 import { missing, STORIES as stories } from "./helpers/shared.js";
+import { tempDir } from "./helpers/temp_dir.js";
 
 const ID = "tsorch-test/stories260K";
 const SHARDED_ID = "tsorch-test/stories260K-sharded";
@@ -22,7 +22,7 @@ let shardedRepo: string;
  * not need (a consolidated copy of the weights, a pytorch_model.bin, a README).
  */
 function makeShardedRepo(): string {
-  const dir = mkdtempSync(join(tmpdir(), "tsorch-sharded-repo-"));
+  const dir = tempDir("tsorch-sharded-repo-");
   for (const f of ["config.json", "tokenizer.json", "tokenizer_config.json"]) copyFileSync(join(stories, f), join(dir, f));
   copyFileSync(join(stories, "model.safetensors"), join(dir, "consolidated.safetensors"));
   writeFileSync(join(dir, "pytorch_model.bin"), "not needed");
@@ -41,7 +41,7 @@ function makeShardedRepo(): string {
 before(async () => {
   // Only the mock Hub on 127.0.0.1 and a fresh cache: never the user's cache or the real Hub.
   for (const name of ["HF_TOKEN", "HF_HUB_OFFLINE", "HF_ENDPOINT", "HF_HOME", "HUGGINGFACE_HUB_CACHE"]) delete process.env[name];
-  cache = mkdtempSync(join(tmpdir(), "tsorch-hf-cache-"));
+  cache = tempDir("tsorch-hf-cache-");
   process.env.HF_HUB_CACHE = cache;
   if (!present) return;
   shardedRepo = makeShardedRepo();
@@ -103,7 +103,7 @@ test("a sharded repo: downloads the index and its shards, nothing else", { skip 
 });
 
 test("downloads into opts.cacheDir with the access token", { skip }, async () => {
-  const cacheDir = mkdtempSync(join(tmpdir(), "tsorch-hf-cache-"));
+  const cacheDir = tempDir("tsorch-hf-cache-");
   try {
     const start = hub.requests.length;
     const folder = await resolveModel(ID, { endpoint: hub.url, cacheDir, accessToken: "hf_test", progress: false });
@@ -136,7 +136,7 @@ test("HF_HUB_OFFLINE=1 never touches the network", { skip }, async () => {
 });
 
 test("local folders, missing folders and bad ids", async () => {
-  const dir = mkdtempSync(join(tmpdir(), "tsorch-local-"));
+  const dir = tempDir("tsorch-local-");
   try {
     assert.equal(await resolveModel(dir), dir);
     await assert.rejects(resolveModel("./no-such-model-folder"), hubError(/^model folder not found: \.\/no-such-model-folder$/));

@@ -5,8 +5,7 @@
  * its Cache API, is test/browser.test.ts.)
  */
 import assert from "node:assert/strict";
-import { copyFileSync, mkdtempSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { copyFileSync, writeFileSync } from "node:fs";
 import * as path from "node:path";
 import { after, before, test } from "node:test";
 import { startServer, type DemoServer } from "../examples/browser/server.js";
@@ -14,6 +13,7 @@ import { fetchSource, modelBaseUrl } from "../src/hub/fetch_source.js";
 import { readSafetensors, type RawTensor } from "../src/hub/index.js";
 import type { DownloadProgress } from "../src/hub/source.js";
 import { missing, TINY } from "./helpers/shared.js";
+import { tempDir } from "./helpers/temp_dir.js";
 
 const TINY_LLAMA = path.join(TINY, "llama");
 const skip = missing(TINY_LLAMA);
@@ -46,7 +46,7 @@ before(async () => {
   if (skip) return;
   reference = readSafetensors(path.join(TINY_LLAMA, "model.safetensors"));
   // The tiny Llama split in two shards, listed by an index in reverse tensor order.
-  const sharded = mkdtempSync(path.join(tmpdir(), "tsorch-sharded-"));
+  const sharded = tempDir("tsorch-sharded-");
   const names = [...reference.keys()];
   const half = Math.ceil(names.length / 2);
   const shards = { "model-00001-of-00002.safetensors": names.slice(0, half), "model-00002-of-00002.safetensors": names.slice(half) };
@@ -59,11 +59,11 @@ before(async () => {
   writeFileSync(path.join(sharded, "model.safetensors.index.json"), JSON.stringify({ metadata: {}, weight_map: reversed }));
   copyFileSync(path.join(TINY_LLAMA, "config.json"), path.join(sharded, "config.json"));
   // A folder whose index names a shard that is not there.
-  const broken = mkdtempSync(path.join(tmpdir(), "tsorch-broken-"));
+  const broken = tempDir("tsorch-broken-");
   writeFileSync(path.join(broken, "model.safetensors.index.json"), JSON.stringify({ weight_map: { "a.weight": "gone.safetensors" } }));
   server = await startServer({
     port: 0, files: {}, scripts: {},
-    folders: { "/single/": TINY_LLAMA, "/sharded/": sharded, "/broken/": broken, "/empty/": mkdtempSync(path.join(tmpdir(), "tsorch-empty-")) },
+    folders: { "/single/": TINY_LLAMA, "/sharded/": sharded, "/broken/": broken, "/empty/": tempDir("tsorch-empty-") },
   });
 });
 

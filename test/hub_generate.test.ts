@@ -5,13 +5,13 @@
  */
 import assert from "node:assert/strict";
 import { execFile } from "node:child_process";
-import { existsSync, mkdtempSync, readFileSync } from "node:fs";
-import * as os from "node:os";
+import { existsSync, readFileSync } from "node:fs";
 import * as path from "node:path";
 import { test } from "node:test";
 import { promisify } from "node:util";
 import { startMockHub } from "./helpers/mock_hub.js";
 import { CLI, missing, readJson, STORIES } from "./helpers/shared.js";
+import { tempDir } from "./helpers/temp_dir.js";
 
 const run = promisify(execFile);
 
@@ -21,7 +21,7 @@ test("download -> cache layout -> load -> generate, then a cached second run wit
   const id = "tsorch-test/stories260K";
   const hub = await startMockHub({ [id]: STORIES });
   try {
-    const cache = mkdtempSync(path.join(os.tmpdir(), "tsorch-hub-"));
+    const cache = tempDir("tsorch-hub-");
     const env = { ...process.env, HF_HUB_CACHE: cache, HF_ENDPOINT: hub.url };
     const g = readJson(path.join(STORIES, "expected.json")).generation[0];
     const args = [CLI, "generate", "--model", id, "--prompt", g.prompt, "--max-new-tokens", "64"];

@@ -1,11 +1,11 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { copyFileSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { CheckpointError, loadCheckpoint, readSafetensors, type RawTensor } from "../src/hub/index.js";
 import { writeSafetensors } from "./helpers/mock_hub.js";
 import { missing as fixtureMissing, STORIES as stories } from "./helpers/shared.js";
+import { tempDir } from "./helpers/temp_dir.js";
 
 const storiesFile = join(stories, "model.safetensors");
 
@@ -15,7 +15,7 @@ const f32 = (t: RawTensor) => new Float32Array(t.bytes.buffer, t.bytes.byteOffse
 const sum = (a: Float32Array) => a.reduce((s, v) => s + v, 0);
 
 function tmp(): string {
-  return mkdtempSync(join(tmpdir(), "tsorch-hub-"));
+  return tempDir("tsorch-hub-");
 }
 
 /** Assert that `fn` throws a CheckpointError whose message names `file` and matches `pattern`. */

@@ -9,15 +9,15 @@
  */
 import { after, test } from "node:test";
 import assert from "node:assert/strict";
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import fc from "fast-check";
 import { CheckpointError, readSafetensors } from "../src/hub/index.js";
+import { tempDir } from "./helpers/temp_dir.js";
 
 const SIZES: Record<string, number> = { F32: 4, F16: 2, BF16: 2, I32: 4, I64: 8, BOOL: 1, U8: 1, F64: 8 };
 const LOADABLE = new Set(["F32", "F16", "BF16", "I32", "I64", "BOOL", "U8"]);
-const dir = mkdtempSync(join(tmpdir(), "tsorch-st-fuzz-"));
+const dir = tempDir("tsorch-st-fuzz-");
 after(() => rmSync(dir, { recursive: true, force: true }));
 
 interface Spec { name: string; dtype: string; shape: number[] }

@@ -4,13 +4,13 @@
  */
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { readFileSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import { setFlagsFromString } from "node:v8";
 import { runInNewContext } from "node:vm";
 import { readSafetensors } from "../src/hub/index.js";
 import { writeSafetensors } from "./helpers/mock_hub.js";
+import { tempDir } from "./helpers/temp_dir.js";
 
 setFlagsFromString("--expose-gc");
 const gc = runInNewContext("gc") as () => void;
@@ -28,7 +28,7 @@ async function collectUntil(done: () => boolean, tries = 50): Promise<boolean> {
 const mapped = (file: string) => readFileSync("/proc/self/maps", "utf8").split("\n").some((l) => l.endsWith(file));
 
 test("the mapping outlives every view and goes when the last one is collected", { skip: !linux && "needs /proc/self/maps" }, async () => {
-  const dir = mkdtempSync(join(tmpdir(), "tsorch-mmap-"));
+  const dir = tempDir("tsorch-mmap-");
   const file = join(dir, "lifetime.safetensors");
   const a = Float32Array.from({ length: 4096 }, (_, i) => i * 0.5);
   const b = Float32Array.from({ length: 16 }, (_, i) => -i);
@@ -50,7 +50,7 @@ test("the mapping outlives every view and goes when the last one is collected", 
 });
 
 test("mapping reads nothing: only the header is read before bytes are used", { skip: !linux && "needs /proc/self/io" }, () => {
-  const dir = mkdtempSync(join(tmpdir(), "tsorch-mmap-"));
+  const dir = tempDir("tsorch-mmap-");
   const file = join(dir, "lazy.safetensors");
   const big = new Uint8Array(8 << 20).fill(7);
   writeSafetensors(file, [{ name: "big", dtype: "BF16", shape: [4 << 20], bytes: big }]);

@@ -8,12 +8,12 @@
  */
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { closeSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync, writeSync, ftruncateSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { closeSync, openSync, readFileSync, rmSync, writeFileSync, writeSync, ftruncateSync } from "node:fs";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { native } from "../src/devices/cpu/native.js";
 import { CheckpointError, readSafetensors, type RawTensor } from "../src/hub/index.js";
+import { tempDir } from "./helpers/temp_dir.js";
 
 const root = fileURLToPath(new URL("../..", import.meta.url)); // dist/test/x.js → project root
 const cases = JSON.parse(readFileSync(join(root, "test/data/safetensors_validation.json"), "utf8")) as {
@@ -22,7 +22,7 @@ const cases = JSON.parse(readFileSync(join(root, "test/data/safetensors_validati
 const LOADABLE: Record<string, string> = { F32: "float32", F16: "float16", BF16: "bfloat16", I32: "int32", I64: "int64", BOOL: "bool", U8: "uint8" };
 
 function tmp(): string {
-  return mkdtempSync(join(tmpdir(), "tsorch-st-validate-"));
+  return tempDir("tsorch-st-validate-");
 }
 
 /** The outcome of reading `file`: the tensors, or the CheckpointError (anything else fails the test). */

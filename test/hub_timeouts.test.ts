@@ -7,12 +7,12 @@
 import { after, before, beforeEach, test } from "node:test";
 import assert from "node:assert/strict";
 import { createHash } from "node:crypto";
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import { createServer, type AddressInfo, type Socket } from "node:net";
-import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { HubError, resolveModel } from "../src/hub/index.js";
 import { startMockHub, writeSafetensors } from "./helpers/mock_hub.js";
+import { tempDir } from "./helpers/temp_dir.js";
 
 const ID = "tsorch-test/timeouts";
 let repo: string;
@@ -24,7 +24,7 @@ before(() => {
   // Generous by default (this machine may be busy); the test of each timeout shortens that one.
   process.env.HF_HUB_ETAG_TIMEOUT = "5";
   process.env.HF_HUB_DOWNLOAD_TIMEOUT = "5";
-  repo = mkdtempSync(join(tmpdir(), "tsorch-timeouts-repo-"));
+  repo = tempDir("tsorch-timeouts-repo-");
   writeFileSync(join(repo, "config.json"), JSON.stringify({ model_type: "llama" }));
   const values = Float32Array.from({ length: 64 * 1024 }, (_, i) => Math.sin(i));
   writeSafetensors(join(repo, "model.safetensors"), [{ name: "w", dtype: "F32", shape: [64, 1024], bytes: new Uint8Array(values.buffer) }]);
@@ -32,7 +32,7 @@ before(() => {
 });
 
 beforeEach(() => {
-  cache = mkdtempSync(join(tmpdir(), "tsorch-timeouts-cache-"));
+  cache = tempDir("tsorch-timeouts-cache-");
 });
 
 after(() => {

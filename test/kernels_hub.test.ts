@@ -3,8 +3,7 @@
  * hits without requests, kernels.lock pins and hash checks, and the sandbox rule.
  */
 import assert from "node:assert/strict";
-import { cpSync, mkdtempSync, readFileSync, realpathSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { cpSync, readFileSync, realpathSync, rmSync, writeFileSync } from "node:fs";
 import * as path from "node:path";
 import { after, before, test } from "node:test";
 import * as T from "../src/index.js";
@@ -14,8 +13,9 @@ import { promisify } from "node:util";
 import { fixtureExpected } from "./helpers/fixture_checks.js";
 import { CLI, missing, ROOT, TINY } from "./helpers/shared.js";
 import { startMockHub, type MockHub } from "./helpers/mock_hub.js";
+import { tempDir } from "./helpers/temp_dir.js";
 
-const tmp = mkdtempSync(path.join(tmpdir(), "tsorch-kernels-"));
+const tmp = tempDir("tsorch-kernels-");
 const cacheDir = path.join(tmp, "cache");
 let hub: MockHub;
 let copies = 0;

@@ -3,14 +3,14 @@
  * and the tiny random llama/mistral fixtures. Tolerance: 1e-4 absolute on float32 logits.
  */
 import assert from "node:assert/strict";
-import { copyFileSync, mkdtempSync } from "node:fs";
-import * as os from "node:os";
+import { copyFileSync } from "node:fs";
 import * as path from "node:path";
 import { test } from "node:test";
 import { AutoModelForCausalLM, type CacheImplementation } from "../src/transformers/index.js";
 import { writeSafetensors } from "./helpers/mock_hub.js";
 import { maxAbsDiff, missing, readJson, STORIES } from "./helpers/shared.js";
 import { testTinyFixture } from "./helpers/fixture_checks.js";
+import { tempDir } from "./helpers/temp_dir.js";
 
 const CACHES: CacheImplementation[] = ["dynamic", "static"];
 
@@ -50,7 +50,7 @@ test("stories260K in bfloat16 and float16: weights stay as stored, logits close 
   if (skip) return t.skip(skip);
   const expected = readJson(path.join(STORIES, "expected.json"));
   // A bf16 checkpoint on disk, as Hub models ship: loads as bf16 with dtype "auto" (no float32 copy).
-  const dir = mkdtempSync(path.join(os.tmpdir(), "tsorch-bf16-"));
+  const dir = tempDir("tsorch-bf16-");
   for (const f of ["config.json", "generation_config.json"]) copyFileSync(path.join(STORIES, f), path.join(dir, f));
   const f32 = await AutoModelForCausalLM.fromPretrained(STORIES);
   const tensors = await Promise.all([...f32.stateDict()].filter(([n]) => n !== "lm_head.weight").map(async ([name, w]) => {

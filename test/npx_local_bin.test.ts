@@ -6,12 +6,12 @@
  */
 import assert from "node:assert/strict";
 import { execFile } from "node:child_process";
-import { mkdtempSync, readFileSync, rmSync, statSync } from "node:fs";
-import * as os from "node:os";
+import { readFileSync, rmSync, statSync } from "node:fs";
 import * as path from "node:path";
 import { test } from "node:test";
 import { promisify } from "node:util";
 import { ROOT } from "./helpers/shared.js";
+import { tempDir } from "./helpers/temp_dir.js";
 
 const run = promisify(execFile);
 
@@ -19,7 +19,7 @@ test("npx tsorch in the repository runs the built CLI and rebuilds nothing", asy
   const outputs = ["build/Release/tsorch_cpu.node", "dist/src/cli/main.js", "dist/tsconfig.tsbuildinfo"].map((f) => path.join(ROOT, f));
   const mtimes = () => outputs.map((f) => statSync(f).mtimeMs);
   const before = mtimes();
-  const cache = mkdtempSync(path.join(os.tmpdir(), "tsorch-npx-cache-")); // a fresh npx cache: the first-run path
+  const cache = tempDir("tsorch-npx-cache-"); // a fresh npx cache: the first-run path
   try {
     const { stdout, stderr } = await run("npm", ["exec", "--offline", "--cache", cache, "--loglevel", "info", "--", "tsorch", "--help"],
       { cwd: ROOT, maxBuffer: 1 << 24 });

@@ -8,8 +8,7 @@
  */
 import assert from "node:assert/strict";
 import { execFile } from "node:child_process";
-import { mkdtempSync, rmSync } from "node:fs";
-import * as os from "node:os";
+import { rmSync } from "node:fs";
 import * as path from "node:path";
 import { after, test } from "node:test";
 import { promisify } from "node:util";
@@ -21,6 +20,7 @@ import { writeQuantizedCheckpoint, type QuantConfig } from "./helpers/hub_quant_
 import { CLI, maxAbsDiff, missing, readJson, ROOT, STORIES, TINY } from "./helpers/shared.js";
 import { webgpuOrSkip } from "./helpers/webgpu.js";
 import "../src/index.js";
+import { tempDir } from "./helpers/temp_dir.js";
 
 interface Variant {
   quantization_config: QuantConfig;
@@ -30,7 +30,7 @@ interface Variant {
 }
 const REF = readJson<{ new_tokens: number; variants: Record<string, Variant> }>(path.join(ROOT, "test/data/quantized_hub/reference.json"));
 const SOURCES: Record<string, string> = { stories260K: STORIES, llama: path.join(TINY, "llama"), qwen3: path.join(TINY, "qwen3") };
-const TMP = mkdtempSync(path.join(os.tmpdir(), "tsorch-quant-hub-"));
+const TMP = tempDir("tsorch-quant-hub-");
 after(() => rmSync(TMP, { recursive: true, force: true }));
 
 /** The checkpoint of `key` ("model/variant") written under TMP (once), or a reason to skip. */

@@ -7,14 +7,14 @@
  */
 import assert from "node:assert/strict";
 import { execFile } from "node:child_process";
-import { mkdtempSync, symlinkSync, writeFileSync } from "node:fs";
-import * as os from "node:os";
+import { symlinkSync, writeFileSync } from "node:fs";
 import * as path from "node:path";
 import { after, before, test } from "node:test";
 import { promisify } from "node:util";
 import OpenAI from "openai";
 import { CLI, missing, readJson, STORIES } from "./helpers/shared.js";
 import { load, metric, startServer, type TestServer } from "./helpers/serve.js";
+import { tempDir } from "./helpers/temp_dir.js";
 
 const skip = missing(STORIES);
 type Loaded = Awaited<ReturnType<typeof load>>;
@@ -68,7 +68,7 @@ test("streaming yields the same text chunk by chunk, then usage and finish_reaso
 
 test("chat completions render the tokenizer's chat template (plain and streamed)", { skip }, async () => {
   // stories260K with a chat template: a folder of links to its files plus a tokenizer_config.json.
-  const dir = mkdtempSync(path.join(os.tmpdir(), "tsorch-serve-chat-"));
+  const dir = tempDir("tsorch-serve-chat-");
   for (const f of ["config.json", "generation_config.json", "model.safetensors", "tokenizer.json"]) symlinkSync(path.join(STORIES, f), path.join(dir, f));
   const template = "{{ bos_token }}{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}\n{% endfor %}{% if add_generation_prompt %}assistant:{% endif %}";
   writeFileSync(path.join(dir, "tokenizer_config.json"), JSON.stringify({ bos_token: "<s>", eos_token: "</s>", chat_template: template }));

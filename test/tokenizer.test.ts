@@ -1,11 +1,11 @@
 /** PreTrainedTokenizer against transformers' reference outputs in ../shared (stories260K, diffusers fixtures). */
 import assert from "node:assert/strict";
-import { copyFileSync, mkdtempSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { copyFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { test } from "node:test";
 import { AutoTokenizer, PreTrainedTokenizer } from "../src/transformers/index.js";
 import { missing, readJson, SHARED, STORIES } from "./helpers/shared.js";
+import { tempDir } from "./helpers/temp_dir.js";
 
 interface StoriesExpected {
   tokenizer: { text: string; ids: number[]; decoded: string }[];
@@ -18,7 +18,7 @@ const load = () => AutoTokenizer.fromPretrained(STORIES);
 
 /** A folder under the OS temp dir holding stories260K's tokenizer.json and the given files. */
 function tokenizerFolder(files: Record<string, string>): string {
-  const dir = mkdtempSync(join(tmpdir(), "tsorch-tokenizer-"));
+  const dir = tempDir("tsorch-tokenizer-");
   copyFileSync(join(STORIES, "tokenizer.json"), join(dir, "tokenizer.json"));
   for (const [name, text] of Object.entries(files)) writeFileSync(join(dir, name), text);
   return dir;
@@ -123,7 +123,7 @@ test("config details: {content} special tokens, ignored add_eos_token, special_t
 });
 
 test("fromPretrained names the folder when tokenizer.json is missing, malformed or unsupported", { skip: skipStories }, async () => {
-  const empty = mkdtempSync(join(tmpdir(), "tsorch-tokenizer-"));
+  const empty = tempDir("tsorch-tokenizer-");
   await assert.rejects(PreTrainedTokenizer.fromPretrained(empty), (e: Error) => e.message.includes(empty) && e.message.includes("no tokenizer.json"));
   const broken = tokenizerFolder({});
   writeFileSync(join(broken, "tokenizer.json"), "{ not json");

@@ -4,12 +4,12 @@
  * `chatFolder` makes them: AutoTokenizer.from_pretrained(folder).apply_chat_template(CONVERSATION, …).
  */
 import assert from "node:assert/strict";
-import { copyFileSync, mkdtempSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { copyFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { test } from "node:test";
 import { AutoTokenizer, type ChatMessage } from "../src/transformers/index.js";
 import { missing, STORIES } from "./helpers/shared.js";
+import { tempDir } from "./helpers/temp_dir.js";
 
 const skip = missing(STORIES);
 
@@ -77,7 +77,7 @@ const TOOLS = [
 
 /** A tokenizer folder under the OS temp dir: stories260K's tokenizer.json, this config, maybe a chat_template.jinja. */
 function chatFolder(config: object, jinja?: string): string {
-  const dir = mkdtempSync(join(tmpdir(), "tsorch-chat-"));
+  const dir = tempDir("tsorch-chat-");
   copyFileSync(join(STORIES, "tokenizer.json"), join(dir, "tokenizer.json"));
   writeFileSync(join(dir, "tokenizer_config.json"), JSON.stringify(config));
   if (jinja !== undefined) writeFileSync(join(dir, "chat_template.jinja"), jinja);

@@ -6,12 +6,12 @@
  * test/data/tokenizer_fidelity.json, made by test/data/tokenizer_fidelity.py (transformers 5.18).
  */
 import assert from "node:assert/strict";
-import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { test } from "node:test";
 import { AutoTokenizer, type ChatMessage } from "../src/transformers/index.js";
 import { missing, readJson, ROOT, STORIES, TINY } from "./helpers/shared.js";
+import { tempDir } from "./helpers/temp_dir.js";
 
 interface Encoding {
   text: string;
@@ -59,7 +59,7 @@ function folder(c: Case): string {
   const baseFile = c.base === "stories" ? join(STORIES, "tokenizer.json") : join(DATA, "tokenizer_bytelevel.json");
   const json = JSON.parse(readFileSync(baseFile, "utf8")) as Record<string, unknown>;
   for (const [path, value] of Object.entries(c.tokenizer)) setPath(json, path, value);
-  const dir = mkdtempSync(join(tmpdir(), `tsorch-fidelity-${c.name}-`));
+  const dir = tempDir(`tsorch-fidelity-${c.name}-`);
   writeFileSync(join(dir, "tokenizer.json"), JSON.stringify(json));
   const config = Object.fromEntries(Object.entries(c.config).filter(([k, v]) => v !== null || k !== "tokenizer_class"));
   writeFileSync(join(dir, "tokenizer_config.json"), JSON.stringify(config));

@@ -3,11 +3,11 @@
  * checkpoints whose config.json / generation_config.json a case overrides), and the model folders
  * they run on, rebuilt under /tmp as generation_reference.py built them.
  */
-import { copyFileSync, mkdtempSync, readdirSync, symlinkSync, writeFileSync } from "node:fs";
-import * as os from "node:os";
+import { copyFileSync, readdirSync, symlinkSync, writeFileSync } from "node:fs";
 import * as path from "node:path";
 import type { FinishReason, GenerationOptions } from "../../src/transformers/index.js";
 import { missing, readJson, ROOT, STORIES, TINY } from "./shared.js";
+import { tempDir } from "./temp_dir.js";
 
 export interface GenerationCase {
   name: string;
@@ -38,7 +38,7 @@ export function caseModelDir(c: GenerationCase): string {
   const src = SOURCES[c.model];
   const absent = missing(src); // callers skip first; this guards a direct use
   if (absent) throw new Error(absent);
-  const dir = mkdtempSync(path.join(os.tmpdir(), "tsorch-gencase-"));
+  const dir = tempDir("tsorch-gencase-");
   for (const f of readdirSync(src)) {
     if (f === "expected.json") continue;
     if (f.endsWith(".safetensors")) symlinkSync(path.join(src, f), path.join(dir, f));
