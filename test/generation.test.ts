@@ -5,8 +5,9 @@
 import assert from "node:assert/strict";
 import * as path from "node:path";
 import { test } from "node:test";
+import { Worker } from "node:worker_threads";
 import { AutoModelForCausalLM, AutoTokenizer } from "../src/transformers/index.js";
-import { minP, minPWarper, repetitionPenalty, temperature, temperatureWarper, topK, topKWarper, topP, topPWarper, warp } from "../src/transformers/generation/logits_process.js";
+import { argmaxRow, minPWarper, repetitionPenalty, temperatureWarper, topKWarper, topPWarper, warp, warpMinP, warpTemperature, warpTopK, warpTopP } from "../src/transformers/generation/logits_process.js";
 import { Random } from "../src/transformers/generation/rng.js";
 import { missing, readJson, ROOT, STORIES } from "./helpers/shared.js";
 
@@ -61,13 +62,48 @@ test("logits warpers on vocabulary-sized rows keep what transformers keeps (test
     // same row, and Random.sample over the survivors draws what it draws over the whole row.
     const chained = Float32Array.from({ length: V }, (_, i) => rows[c.row](i));
     const at = warp(chained, [
-      ...(w.temperature !== undefined ? [temperature(w.temperature)] : []), ...(w.top_k !== undefined ? [topK(w.top_k)] : []),
-      ...(w.top_p !== undefined ? [topP(w.top_p)] : []), ...(w.min_p !== undefined ? [minP(w.min_p)] : []),
+      ...(w.temperature !== undefined ? [warpTemperature(w.temperature)] : []), ...(w.top_k !== undefined ? [warpTopK(w.top_k)] : []),
+      ...(w.top_p !== undefined ? [warpTopP(w.top_p)] : []), ...(w.min_p !== undefined ? [warpMinP(w.min_p)] : []),
     ]);
     assert.deepEqual(chained, s, what);
     const [a, b] = [new Random(5), new Random(5)];
     for (let d = 0; d < 20; d++) assert.equal(a.sample(chained, at), b.sample(s), what);
   }
+});
+
+test("warpers at their edges: top-p near 1 ends, NaN or +Infinity rows are left as transformers leaves them, argmax takes the first NaN", async () => {
+  // More than 64 finite scores send top-p to its quickselect, whose running mass could reach the
+  // target by rounding and loop forever (p = 1 and 1 - 2^-53 on these rows did): run in a worker,
+  // so that a hang fails the test instead of stopping the run.
+  const code = `(async () => {
+    const { topPWarper } = await import(${JSON.stringify(new URL("../src/transformers/generation/logits_process.js", import.meta.url).href)});
+    let kept = 0;
+    for (const p of [1, 0.9999999999999999, 1 - 1e-15]) for (const mul of [1, 3, 7]) {
+      const s = Float32Array.from({ length: 2000 }, (_, i) => -Math.sqrt((i * mul) % 2000));
+      topPWarper(p)(s, []);
+      kept += s.some((x) => x > -Infinity) ? 1 : 0;
+    }
+    require("node:worker_threads").parentPort.postMessage(kept);
+  })();`;
+  const worker = new Worker(code, { eval: true });
+  let timer: NodeJS.Timeout | undefined;
+  const kept = await Promise.race([
+    new Promise<number>((resolve, reject) => { worker.once("message", resolve); worker.once("error", reject); }),
+    new Promise<string>((resolve) => { timer = setTimeout(() => resolve("timed out"), 20_000); }),
+  ]);
+  clearTimeout(timer);
+  await worker.terminate();
+  assert.equal(kept, 9, "top-p near 1 on 2000 scores: every row returns and keeps a token");
+  // transformers' softmax of a row holding NaN or +Infinity is NaN: top-p and min-p then drop nothing.
+  for (const bad of [NaN, Infinity]) {
+    for (const f of [topPWarper(0.5), minPWarper(0.1)]) {
+      const s = row([bad, 0, 1, -3]);
+      f(s, []);
+      assert.deepEqual(Array.from(s).slice(1), [0, 1, -3]);
+    }
+  }
+  assert.equal(argmaxRow(row([1, 5, NaN, 7])), 2);
+  assert.equal(argmaxRow(row([1, 5, 5, 2])), 1);
 });
 
 test("seeded sampling is reproducible and follows the distribution", () => {

@@ -224,7 +224,7 @@ function release(...ts: Tensor[]): void {
   for (const t of ts) t.device.release?.(t.storage);
 }
 
-/** log-softmax of `row` at `token`. */
+/** log(sum(exp(row))), computed from the row's maximum. */
 function logSumExp(row: Float32Array): number {
   let max = -Infinity;
   for (let i = 0; i < row.length; i++) if (row[i] > max) max = row[i];

@@ -5,7 +5,7 @@
  * + frequency * count, over the output), then temperature, top-k, top-p and min-p (the warpers of
  * transformers' logits_process.py), then a draw; temperature 0 is greedy.
  */
-import { minP, repetitionPenalty, temperature, topK, topP, warp, type LogitsProcessor, type Warper } from "../transformers/generation/logits_process.js";
+import { argmaxRow, repetitionPenalty, warp, warpMinP, warpTemperature, warpTopK, warpTopP, type LogitsProcessor, type Warper } from "../transformers/generation/logits_process.js";
 import { Random } from "../transformers/generation/rng.js";
 import type { SamplingParams } from "./sequence.js";
 
@@ -18,10 +18,10 @@ export class Sampler {
   constructor(private readonly p: SamplingParams) {
     if (p.repetitionPenalty !== 1) this.procs.push(repetitionPenalty(p.repetitionPenalty));
     if (p.temperature > 0) {
-      if (p.temperature !== 1) this.warpers.push(temperature(p.temperature));
-      if (p.topK > 0) this.warpers.push(topK(p.topK));
-      if (p.topP < 1) this.warpers.push(topP(p.topP));
-      if (p.minP > 0) this.warpers.push(minP(p.minP));
+      if (p.temperature !== 1) this.warpers.push(warpTemperature(p.temperature));
+      if (p.topK > 0) this.warpers.push(warpTopK(p.topK));
+      if (p.topP < 1) this.warpers.push(warpTopP(p.topP));
+      if (p.minP > 0) this.warpers.push(warpMinP(p.minP));
     }
     this.rng = new Random(p.seed ?? (Date.now() ^ Math.floor(Math.random() * 0x7fffffff)));
   }
@@ -42,13 +42,7 @@ export class Sampler {
       for (const t of output) counts.set(t, (counts.get(t) ?? 0) + 1);
       for (const [t, c] of counts) row[t] -= this.p.presencePenalty + this.p.frequencyPenalty * c;
     }
-    if (this.p.temperature === 0) return argmaxOf(row);
+    if (this.p.temperature === 0) return argmaxRow(row);
     return this.rng.sample(row, warp(row, this.warpers));
   }
-}
-
-function argmaxOf(row: Float32Array): number {
-  let best = 0;
-  for (let i = 1; i < row.length; i++) if (row[i] > row[best]) best = i;
-  return best;
 }

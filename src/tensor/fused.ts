@@ -161,7 +161,7 @@ export function rotaryCacheWrite(q: Tensor, k: Tensor, v: Tensor, cos: Tensor, s
   }
   const [B, L, Hkv, D] = k.shape, cap = kBuf.shape[1], Dv = v.shape[3], R = cos.shape[2];
   // (Plain comparisons: this runs for every layer of every decode step.)
-  const [vs, ks, vbs] = [v.shape, kBuf.shape, vBuf.shape];
+  const vs = v.shape, ks = kBuf.shape, vbs = vBuf.shape;
   const fits = q.ndim === 4 && k.ndim === 4 && v.ndim === 4 && q.shape[0] === B && q.shape[1] === L && q.shape[3] === D
     && vs[0] === B && vs[1] === L && vs[2] === Hkv && kBuf.ndim === 4 && ks[0] === B && ks[2] === Hkv && ks[3] === D
     && vBuf.ndim === 4 && vbs[0] === B && vbs[1] === cap && vbs[2] === Hkv && vbs[3] === Dv

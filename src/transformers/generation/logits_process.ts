@@ -5,10 +5,13 @@
  * generation/logits_process.py (removed tokens get -Infinity).
  *
  * The warpers come in two forms: LogitsProcessor (transformers' form: the whole row, in place) and
- * Warper, which also takes and returns the indices that may still hold a finite score. After top-k
- * that is k-odd indices of a 151,936-token row, so the warpers after it and Random.sample read only
- * those (each pass over the whole row costs ~0.1-0.3 ms in a decode step); the values are the same.
+ * Warper (warpTopK, ...), which also takes and returns the indices that may still hold a finite
+ * score. After top-k that is about k indices of a 151,936-token row, so the warpers after it and
+ * Random.sample read only those (each pass over the whole row costs ~0.1-0.3 ms in a decode step);
+ * the values are the same.
  */
+
+import { largest, massCutoff } from "./selection.js";
 
 export type LogitsProcessor = (scores: Float32Array, ids: readonly number[]) => void;
 
@@ -36,7 +39,7 @@ export function repetitionPenalty(penalty: number): LogitsProcessor {
 
 /** TemperatureLogitsWarper: scores / temperature, divided in float32 as torch divides a float32
  * tensor by a Python float (the temperature rounded to float32 first). */
-export function temperature(t: number): Warper {
+export function warpTemperature(t: number): Warper {
   if (!(t > 0)) throw new RangeError(`temperature must be a strictly positive number, got ${t}`);
   const t32 = Math.fround(t);
   return (scores, at) => {
@@ -46,55 +49,9 @@ export function temperature(t: number): Warper {
   };
 }
 
-/**
- * The m largest scores above -Infinity (NaN excluded) among the indices `at`, in descending order
- * (fewer when fewer qualify). A bounded min-heap over one pass (O(n log m), nearly all elements
- * rejected by one comparison with the heap's least) for m small against the row; otherwise a sort
- * of the qualifying scores. A vocabulary-sized row (151,936 scores) took 17-22 ms per full sort.
- */
-function largest(scores: Float32Array, at: Int32Array | null, m: number): Float32Array {
-  const n = at ? at.length : scores.length;
-  if (m * 8 >= n) {
-    const finite = new Float32Array(n);
-    let count = 0;
-    for (let j = 0; j < n; j++) {
-      const s = scores[at ? at[j] : j];
-      if (s > -Infinity) finite[count++] = s;
-    }
-    return finite.subarray(0, count).sort().reverse().subarray(0, m);
-  }
-  const heap = new Float32Array(m);
-  let size = 0;
-  for (let j = 0; j < n; j++) {
-    const s = scores[at ? at[j] : j];
-    if (!(s > -Infinity) || (size === m && s <= heap[0])) continue;
-    let i: number;
-    if (size < m) {
-      i = size++;
-      while (i > 0 && heap[(i - 1) >> 1] > s) {  // sift up
-        const parent = (i - 1) >> 1;
-        heap[i] = heap[parent];
-        i = parent;
-      }
-    } else {
-      i = 0;
-      for (;;) {  // sift down from the root, which s replaces
-        const l = 2 * i + 1;
-        if (l >= m) break;
-        const c = l + 1 < m && heap[l + 1] < heap[l] ? l + 1 : l;
-        if (heap[c] >= s) break;
-        heap[i] = heap[c];
-        i = c;
-      }
-    }
-    heap[i] = s;
-  }
-  return heap.subarray(0, size).sort().reverse();
-}
-
 /** TopKLogitsWarper: keep scores >= the k-th largest (ties at the boundary are kept; a NaN counts
  * as the largest, as in an ascending sort). Returns the indices kept. */
-export function topK(k: number): Warper {
+export function warpTopK(k: number): Warper {
   if (!Number.isInteger(k) || k <= 0) throw new RangeError(`topK must be a positive integer, got ${k}`);
   return (scores, at) => {
     const n = at ? at.length : scores.length, kk = Math.min(k, scores.length);
@@ -116,19 +73,21 @@ export function topK(k: number): Warper {
   };
 }
 
-/** TopPLogitsWarper: keep the smallest set of top tokens whose probability mass exceeds topP
+/** TopPLogitsWarper: keep the smallest set of top tokens whose probability mass reaches topP
  * (scanning ascending, drop tokens while the cumulative mass is <= 1 - topP); at least one kept.
+ * A row holding a NaN or +Infinity is left as is (transformers' softmax is NaN there, and it drops nothing).
  * Tokens tied with the smallest kept score are all kept. Equivalently, from the top: a token is
  * dropped once the tokens above it hold mass >= topP. So no sort of the row (17-22 ms for 151,936
  * scores): the top 64 scores (`largest`) usually settle it; otherwise a weighted quickselect
  * (massCutoff) finds the cutoff in O(vocab). */
-export function topP(p: number): Warper {
+export function warpTopP(p: number): Warper {
   if (!(p >= 0 && p <= 1)) throw new RangeError(`topP must be in [0, 1], got ${p}`);
   return (scores, at) => {
     const n = at ? at.length : scores.length;
     let max = -Infinity, finite = 0;
     for (let j = 0; j < n; j++) {
       const s = scores[at ? at[j] : j];
+      if (s !== s || s === Infinity) return at;
       if (s > -Infinity) { finite++; if (s > max) max = s; }
     }
     if (finite === 0) return at;
@@ -157,47 +116,17 @@ export function topP(p: number): Warper {
   };
 }
 
-/**
- * The largest of vals whose entries at or above it weigh >= target (w[i] the weight of vals[i];
- * target > 0), or the least of vals when none does: three-way partitions around a pivot, keeping
- * the side that holds the answer (vals and w are reordered).
- */
-function massCutoff(vals: Float32Array, w: Float64Array, target: number): number {
-  let lo = 0, hi = vals.length, above = 0;  // entries outside [lo, hi) above them weigh `above` (< target)
-  for (;;) {
-    const pivot = vals[(lo + hi) >> 1];
-    // [lo, gt): > pivot; [gt, eq): == pivot; [lt, hi): < pivot.
-    let gt = lo, eq = lo, lt = hi, mg = 0, me = 0;
-    while (eq < lt) {
-      const v = vals[eq], x = w[eq];
-      if (v > pivot) {
-        mg += x;
-        vals[eq] = vals[gt], w[eq] = w[gt], vals[gt] = v, w[gt] = x;
-        gt++, eq++;
-      } else if (v < pivot) {
-        lt--;
-        vals[eq] = vals[lt], w[eq] = w[lt], vals[lt] = v, w[lt] = x;
-      } else {
-        me += x;
-        eq++;
-      }
-    }
-    if (above + mg >= target) hi = gt;  // the answer is above the pivot (that side weighs > 0)
-    else if (above + mg + me >= target || lt === hi) return pivot;
-    else above += mg + me, lo = lt;
-  }
-}
-
 /** MinPLogitsWarper: drop tokens whose probability is below minP times the top probability, i.e.
- * whose score is below max + ln(minP) (no softmax needed); a row holding a NaN is left as is. */
-export function minP(p: number): Warper {
+ * whose score is below max + ln(minP) (no softmax needed); a row holding a NaN or +Infinity is left
+ * as is (transformers' softmax is NaN there, and it drops nothing). */
+export function warpMinP(p: number): Warper {
   if (!(p >= 0 && p <= 1)) throw new RangeError(`minP must be in [0, 1], got ${p}`);
   return (scores, at) => {
     const n = at ? at.length : scores.length;
     let max = -Infinity;
     for (let j = 0; j < n; j++) {
       const s = scores[at ? at[j] : j];
-      if (s !== s) return at;
+      if (s !== s || s === Infinity) return at;
       if (s > max) max = s;
     }
     const threshold = max + Math.log(p);
@@ -210,10 +139,21 @@ export function minP(p: number): Warper {
 }
 
 /** The warpers as LogitsProcessors (transformers' form: the whole row, in place). */
-export const temperatureWarper = (t: number): LogitsProcessor => wholeRow(temperature(t));
-export const topKWarper = (k: number): LogitsProcessor => wholeRow(topK(k));
-export const topPWarper = (p: number): LogitsProcessor => wholeRow(topP(p));
-export const minPWarper = (p: number): LogitsProcessor => wholeRow(minP(p));
+export const temperatureWarper = (t: number): LogitsProcessor => wholeRow(warpTemperature(t));
+export const topKWarper = (k: number): LogitsProcessor => wholeRow(warpTopK(k));
+export const topPWarper = (p: number): LogitsProcessor => wholeRow(warpTopP(p));
+export const minPWarper = (p: number): LogitsProcessor => wholeRow(warpMinP(p));
+
+/** Index of the first NaN of `row`, else of its first maximum: the tensor argmax's rule (greedy
+ * decoding with logits processors picks what greedy decoding without them would). */
+export function argmaxRow(row: Float32Array): number {
+  let best = 0;
+  for (let i = 0; i < row.length; i++) {
+    if (row[i] !== row[i]) return i;
+    if (row[i] > row[best]) best = i;
+  }
+  return best;
+}
 
 /** Apply `warpers` in order to `scores`; returns the indices that may still hold a finite score (null: any). */
 export function warp(scores: Float32Array, warpers: readonly Warper[]): Int32Array | null {

@@ -16,7 +16,7 @@ import {
   newTokenBudget, resolveGenerationConfig,
   type FinishReason, type GenerationConfig, type GenerationOptions, type OptionLabels,
 } from "./configuration_utils.js";
-import { minP, repetitionPenalty, temperature, topK, topP, warp, type LogitsProcessor, type Warper } from "./logits_process.js";
+import { argmaxRow, repetitionPenalty, warp, warpMinP, warpTemperature, warpTopK, warpTopP, type LogitsProcessor, type Warper } from "./logits_process.js";
 import { Random } from "./rng.js";
 import { compiledSteps, eagerSteps, StaticSteps } from "./static_steps.js";
 import { StopStringCriteria } from "./stopping_criteria.js";
@@ -52,10 +52,10 @@ function processors(s: GenerationConfig): { procs: LogitsProcessor[]; warpers: W
   const procs: LogitsProcessor[] = [], warpers: Warper[] = [];
   if (s.repetitionPenalty !== 1) procs.push(repetitionPenalty(s.repetitionPenalty));
   if (s.doSample) {
-    if (s.temperature !== 1) warpers.push(temperature(s.temperature));
-    if (s.topK > 0) warpers.push(topK(s.topK));
-    if (s.topP < 1) warpers.push(topP(s.topP));
-    if (s.minP > 0) warpers.push(minP(s.minP));
+    if (s.temperature !== 1) warpers.push(warpTemperature(s.temperature));
+    if (s.topK > 0) warpers.push(warpTopK(s.topK));
+    if (s.topP < 1) warpers.push(warpTopP(s.topP));
+    if (s.minP > 0) warpers.push(warpMinP(s.minP));
   }
   return { procs, warpers };
 }
@@ -197,12 +197,6 @@ async function* decode(model: PreTrainedModel, s: GenerationConfig, inputIds: nu
     statics?.release();
     cache?.release();
   }
-}
-
-function argmaxRow(row: Float32Array): number {
-  let best = 0;
-  for (let i = 1; i < row.length; i++) if (row[i] > row[best]) best = i;
-  return best;
 }
 
 /** generate()'s result with returnDictInGenerate: each row's full sequence and why it ended. */
