@@ -5,24 +5,19 @@
  * + frequency * count, over the output), then temperature, top-k, top-p and min-p (the warpers of
  * transformers' logits_process.py), then a draw; temperature 0 is greedy.
  */
-import { argmaxRow, repetitionPenalty, warp, warpMinP, warpTemperature, warpTopK, warpTopP, type LogitsProcessor, type Warper } from "../transformers/generation/logits_process.js";
+import { argmaxRow, repetitionPenalty, samplingWarpers, warp, type LogitsProcessor, type Warper } from "../transformers/generation/logits_process.js";
 import { Random } from "../transformers/generation/rng.js";
 import type { SamplingParams } from "./sequence.js";
 
 /** The per-sequence sampler: its processors and its seeded random generator. */
 export class Sampler {
   private readonly procs: LogitsProcessor[] = [];
-  private readonly warpers: Warper[] = [];
+  private readonly warpers: Warper[];
   private readonly rng: Random;
 
   constructor(private readonly p: SamplingParams) {
     if (p.repetitionPenalty !== 1) this.procs.push(repetitionPenalty(p.repetitionPenalty));
-    if (p.temperature > 0) {
-      if (p.temperature !== 1) this.warpers.push(warpTemperature(p.temperature));
-      if (p.topK > 0) this.warpers.push(warpTopK(p.topK));
-      if (p.topP < 1) this.warpers.push(warpTopP(p.topP));
-      if (p.minP > 0) this.warpers.push(warpMinP(p.minP));
-    }
+    this.warpers = p.temperature > 0 ? samplingWarpers(p) : [];
     this.rng = new Random(p.seed ?? (Date.now() ^ Math.floor(Math.random() * 0x7fffffff)));
   }
 

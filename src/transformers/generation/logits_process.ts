@@ -155,6 +155,24 @@ export function argmaxRow(row: Float32Array): number {
   return best;
 }
 
+/** Sampling settings, as generation config and the serving API name them (topK 0, topP 1, minP 0: off). */
+export interface SamplingWarpers {
+  readonly temperature: number;
+  readonly topK: number;
+  readonly topP: number;
+  readonly minP: number;
+}
+
+/** The warpers of a sampling configuration in transformers' order (temperature, top-k, top-p, min-p), those that change anything. */
+export function samplingWarpers(o: SamplingWarpers): Warper[] {
+  const warpers: Warper[] = [];
+  if (o.temperature !== 1) warpers.push(warpTemperature(o.temperature));
+  if (o.topK > 0) warpers.push(warpTopK(o.topK));
+  if (o.topP < 1) warpers.push(warpTopP(o.topP));
+  if (o.minP > 0) warpers.push(warpMinP(o.minP));
+  return warpers;
+}
+
 /** Apply `warpers` in order to `scores`; returns the indices that may still hold a finite score (null: any). */
 export function warp(scores: Float32Array, warpers: readonly Warper[]): Int32Array | null {
   let at: Int32Array | null = null;

@@ -16,7 +16,7 @@ import {
   newTokenBudget, resolveGenerationConfig,
   type FinishReason, type GenerationConfig, type GenerationOptions, type OptionLabels,
 } from "./configuration_utils.js";
-import { argmaxRow, repetitionPenalty, warp, warpMinP, warpTemperature, warpTopK, warpTopP, type LogitsProcessor, type Warper } from "./logits_process.js";
+import { argmaxRow, repetitionPenalty, samplingWarpers, warp, type LogitsProcessor, type Warper } from "./logits_process.js";
 import { Random } from "./rng.js";
 import { compiledSteps, eagerSteps, StaticSteps } from "./static_steps.js";
 import { StopStringCriteria } from "./stopping_criteria.js";
@@ -49,15 +49,7 @@ export interface GenerationStream extends AsyncGenerator<number[], void> {
 
 /** The logits processors (on the whole row) and, when sampling, the warpers, in transformers' order. */
 function processors(s: GenerationConfig): { procs: LogitsProcessor[]; warpers: Warper[] } {
-  const procs: LogitsProcessor[] = [], warpers: Warper[] = [];
-  if (s.repetitionPenalty !== 1) procs.push(repetitionPenalty(s.repetitionPenalty));
-  if (s.doSample) {
-    if (s.temperature !== 1) warpers.push(warpTemperature(s.temperature));
-    if (s.topK > 0) warpers.push(warpTopK(s.topK));
-    if (s.topP < 1) warpers.push(warpTopP(s.topP));
-    if (s.minP > 0) warpers.push(warpMinP(s.minP));
-  }
-  return { procs, warpers };
+  return { procs: s.repetitionPenalty !== 1 ? [repetitionPenalty(s.repetitionPenalty)] : [], warpers: s.doSample ? samplingWarpers(s) : [] };
 }
 
 /**
