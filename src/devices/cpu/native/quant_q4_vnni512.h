@@ -39,8 +39,13 @@ inline __attribute__((always_inline)) void q4_step(const uint8_t* act, int64_t s
                                                    int tail, __m512 (&acc)[MM]) {
   const __m512i nib = _mm512_set1_epi8(0x0F);
   const __m512i spread = _mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0);
-  const __m512i line = TAIL ? _mm512_maskz_loadu_epi8((1ull << (16 * tail)) - 1, qr + c * 64)
-                            : _mm512_loadu_si512(qr + c * 64);
+  __m512i line = TAIL ? _mm512_maskz_loadu_epi8((1ull << (16 * tail)) - 1, qr + c * 64)
+                      : _mm512_loadu_si512(qr + c * 64);
+  // Both nibble extractions read `line`, and GCC folded the load into each of them: two loads of
+  // the 64-byte line per step, on a loop short of load ports (6 other loads per step and row). The
+  // empty asm keeps it in one register: int4 decode GEMVs 7-13% faster (Qwen3-0.6B-shaped model's
+  // GEMV calls replayed alternately with the two builds in one process, AMD EPYC Zen 5, 2 threads).
+  asm("" : "+v"(line));
   const __m512i lo = _mm512_and_si512(line, nib);
   const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(line, 4), nib);
   const __m128 s4 = TAIL ? _mm_maskz_loadu_ps(static_cast<__mmask8>((1u << tail) - 1), sr + c * 4)
