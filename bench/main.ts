@@ -20,9 +20,10 @@
  * first (compiling) call's seconds and the compiler's stats. Prints JSON.
  *
  * Also (bench/host.ts): the CPU model, the kernels' instruction sets and the memory read bandwidth
- * (median of 5 streaming reads of 1 GiB over the same threads), and for each of `--dtypes`
- * (default: the stored dtype; e.g. auto,int8,int4) the batch-1 decode, eager and compiled, as a
- * fraction of the bandwidth limit (bandwidth / Linear weight bytes read per token); batch-1 decode
+ * (median of 5 streaming reads of 1 GiB over the same threads, at the start and again before each
+ * dtype's decode runs), and for each of `--dtypes` (default: the stored dtype; e.g. auto,int8,int4)
+ * the batch-1 decode, eager and compiled, as a fraction of the bandwidth limit (the dtype's own
+ * bandwidth reading / Linear weight bytes read per token); batch-1 decode
  * figures are medians of 3 runs, each after one unmeasured run of the same length (eager since
  * session 10; compiled: its compiling call). `--llamacpp DIR` (a folder with
  * node-llama-cpp installed) adds llama.cpp on the GGUFs in `--gguf-dir` (bench/llamacpp.ts; types
@@ -80,7 +81,7 @@ const values = parseFlags();
 if (values.threads !== undefined) process.env.TSORCH_NUM_THREADS = values.threads;
 const tsorch = await import("../src/index.js");
 const { Linear } = await import("../src/nn/layers.js");
-const { hostInfo, median } = await import("./host.js");
+const { hostInfo, median, readBandwidth } = await import("./host.js");
 const { llamaCppPeer } = await import("./llamacpp.js");
 const { AutoModelForCausalLM } = await import("../src/transformers/index.js");
 const { native } = await import("../src/devices/cpu/native.js");
@@ -164,6 +165,8 @@ async function modelBench(dir: string, device: string, dtype = "auto") {
   // compiled runs follow their compiling call: V8 optimizes the decode loop's JavaScript during
   // the first full-length eager generate (its tokens ~1.6x slower than later runs'; the 2-token
   // warm-up above is too short for that).
+  // The bandwidth the limit is taken against, read just before this dtype's decode runs (on a cpu).
+  const bandwidth = device === "cpu" ? readBandwidth() : null;
   await decode(1);
   const b1 = await medianDecode(() => decode(1));
   const b8 = await decode(8);
@@ -185,6 +188,7 @@ async function modelBench(dir: string, device: string, dtype = "auto") {
     weight_bytes_per_token: weightBytesPerToken(model),
     decode_tokens_per_s_batch1_runs: b1.runs,
     decode_tokens_per_s_batch1_compiled_runs: c1.runs,
+    ...bandwidth,
   };
 }
 
@@ -250,7 +254,7 @@ if (values.compile) {
     const byDtype: Record<string, Record<string, unknown>> = {};
     for (const d of dtypes) {
       const r = await modelBench(values.model, values.device!, d);
-      const limit = host.read_bandwidth_bytes_per_s / r.weight_bytes_per_token;
+      const limit = (r.read_bandwidth_bytes_per_s ?? host.read_bandwidth_bytes_per_s) / r.weight_bytes_per_token;
       byDtype[d] = {
         ...r, bandwidth_limit_tokens_per_s: limit, decode_batch1_fraction_of_limit: r.decode_tokens_per_s_batch1 / limit,
         decode_batch1_compiled_fraction_of_limit: r.decode_tokens_per_s_batch1_compiled / limit,
