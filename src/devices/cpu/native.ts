@@ -70,7 +70,8 @@ export interface NativeCpu {
   numThreads(): number;
   /** CPU features the addon detected and dispatches on, e.g. "avx512f avx512bf16 fma avx2". */
   cpuFeatures(): string;
-  /** Bytes/s of each of `reps` streaming reads of a fresh `bytes` buffer over the thread pool (benchmarks). */
+  /** Bytes/s of each of `reps` streaming reads of a fresh `bytes` buffer over the thread pool, with
+   * the widest loads the CPU has, after one untimed read (benchmarks: bench/host.ts). */
   readBandwidth(bytes: number, reps: number): number[];
 
   /**
