@@ -20,7 +20,7 @@
  * first (compiling) call's seconds and the compiler's stats. Prints JSON.
  *
  * Also (bench/host.ts): the CPU model, the kernels' instruction sets and the memory read bandwidth
- * (median of 5 streaming reads of 1 GiB over the same threads, at the start and again before each
+ * (median of 5 streaming reads of 1 GiB over the same threads, at the start and again after each
  * dtype's decode runs), and for each of `--dtypes` (default: the stored dtype; e.g. auto,int8,int4)
  * the batch-1 decode, eager and compiled, as a fraction of the bandwidth limit (the larger of the
  * two bandwidth readings / Linear weight bytes read per token); batch-1 decode
@@ -165,8 +165,6 @@ async function modelBench(dir: string, device: string, dtype = "auto") {
   // compiled runs follow their compiling call: V8 optimizes the decode loop's JavaScript during
   // the first full-length eager generate (its tokens ~1.6x slower than later runs'; the 2-token
   // warm-up above is too short for that).
-  // The bandwidth the limit is taken against, read just before this dtype's decode runs (on a cpu).
-  const bandwidth = device === "cpu" ? readBandwidth() : null;
   await decode(1);
   const b1 = await medianDecode(() => decode(1));
   const b8 = await decode(8);
@@ -174,6 +172,9 @@ async function modelBench(dir: string, device: string, dtype = "auto") {
   const c1 = await medianDecode(() => decode(1, true));
   await decode(1, false, true);
   const s1 = await medianDecode(() => decode(1, false, true));
+  // The bandwidth next to this dtype's decode runs (on a cpu), read after them: mapping and reading
+  // a fresh 1 GiB buffer slowed the decode right after it (int4: 67 tok/s, then 92 and 96).
+  const bandwidth = device === "cpu" ? readBandwidth() : null;
   return {
     prefill_tokens_per_s: prefill,
     prefill_logits_to_keep_1_tokens_per_s: median(prefillsLast),
