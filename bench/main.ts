@@ -258,7 +258,8 @@ if (values.compile) {
       // The larger of the run's first bandwidth reading and the dtype's own: a reading can come out
       // low (2-19 GB/s against ~60 in a process just done loading a bfloat16 model, on the VM
       // measured), and a low bandwidth would overstate the fraction.
-      const bandwidth = Math.max(host.read_bandwidth_bytes_per_s, r.read_bandwidth_bytes_per_s ?? 0);
+      const readings = [host.read_bandwidth_bytes_per_s, r.read_bandwidth_bytes_per_s ?? 0].filter((b) => Number.isFinite(b) && b > 0);
+      const bandwidth = readings.length ? Math.max(...readings) : NaN;
       const limit = bandwidth / r.weight_bytes_per_token;
       byDtype[d] = {
         ...r, bandwidth_for_limit_bytes_per_s: bandwidth, bandwidth_limit_tokens_per_s: limit, decode_batch1_fraction_of_limit: r.decode_tokens_per_s_batch1 / limit,

@@ -113,7 +113,8 @@ struct IntYmmBase {
   }
   // q4: low nibbles (elements 0..15) then high nibbles (16..31), each still offset by 8.
   static __m256i nibbles(const uint8_t* p) {
-    const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+    __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+    asm("" : "+v"(v));  // one load, not one per nibble extraction (see quant_q4_vnni512.h)
     const __m128i m = _mm_set1_epi8(0x0F);
     return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(v, 4), m), _mm_and_si128(v, m));
   }

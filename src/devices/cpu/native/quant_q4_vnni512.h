@@ -43,8 +43,9 @@ inline __attribute__((always_inline)) void q4_step(const uint8_t* act, int64_t s
                       : _mm512_loadu_si512(qr + c * 64);
   // Both nibble extractions read `line`, and GCC folded the load into each of them: two loads of
   // the 64-byte line per step, on a loop short of load ports (6 other loads per step and row). The
-  // empty asm keeps it in one register: int4 decode GEMVs 7-13% faster (Qwen3-0.6B-shaped model's
-  // GEMV calls replayed alternately with the two builds in one process, AMD EPYC Zen 5, 2 threads).
+  // empty asm keeps it in one register: int4 decode GEMVs took 9-15% less time (a Qwen3-0.6B-shaped
+  // model's GEMV calls replayed alternately with the two builds in one process, AMD EPYC Zen 5,
+  // 2 threads).
   asm("" : "+v"(line));
   const __m512i lo = _mm512_and_si512(line, nib);
   const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(line, 4), nib);

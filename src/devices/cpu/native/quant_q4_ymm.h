@@ -56,8 +56,9 @@ inline __attribute__((always_inline)) void q4y_step(const uint8_t* act, int64_t 
                                                     __m256 (&acc)[MM]) {
   const __m256i nib = _mm256_set1_epi8(0x0F);
   const __m256i spread = _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1);
-  const __m256i line = TAIL ? _mm256_inserti128_si256(_mm256_setzero_si256(), _mm_loadu_si128(reinterpret_cast<const __m128i*>(qr + c * 32)), 0)
-                            : _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qr + c * 32));
+  __m256i line = TAIL ? _mm256_inserti128_si256(_mm256_setzero_si256(), _mm_loadu_si128(reinterpret_cast<const __m128i*>(qr + c * 32)), 0)
+                      : _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qr + c * 32));
+  asm("" : "+v"(line));  // one load of the line, not one per nibble extraction (as quant_q4_vnni512.h)
   const __m256i lo = _mm256_and_si256(line, nib);
   const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(line, 4), nib);
   const __m128 s2 = TAIL ? _mm_load_ss(sr + c * 2) : _mm_castsi128_ps(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sr + c * 2)));
