@@ -11,6 +11,7 @@
 #include "ops.h"
 #include "strided.h"
 #include "thread_pool.h"
+#include "isa_clones.h"
 
 namespace tsorch {
 
@@ -58,15 +59,9 @@ inline __attribute__((always_inline)) float apply_unary(int op, float x) {
 }
 
 // SiLU and sigmoid through 1 / (1 + e^-x) (exp_any.h), in loops compiled for AVX-512,
-// AVX2 and the baseline (target_clones on GCC x86-64) that GCC vectorizes.
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define TSORCH_ELEMENTWISE_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-#else
-#define TSORCH_ELEMENTWISE_CLONES
-#endif
-
+// AVX2 and the baseline (TSORCH_ISA_CLONES) that GCC vectorizes.
 template <int OP>
-TSORCH_ELEMENTWISE_CLONES void logistic_run(const float* x, float* out, int64_t n) {
+TSORCH_ISA_CLONES void logistic_run(const float* x, float* out, int64_t n) {
   for (int64_t i = 0; i < n; ++i) out[i] = apply_unary(OP, x[i]);
 }
 

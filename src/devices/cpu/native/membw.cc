@@ -11,20 +11,15 @@
 
 #include "ops.h"
 #include "thread_pool.h"
+#include "isa_clones.h"
 
 namespace tsorch {
 
 namespace {
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define TSORCH_MEMBW_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-#else
-#define TSORCH_MEMBW_CLONES
-#endif
-
 // The sum of n words (n a multiple of 8) in 8 independent lanes, which GCC vectorizes to the
 // widest loads of the clone.
-TSORCH_MEMBW_CLONES
+TSORCH_ISA_CLONES
 uint64_t sum_words(const uint64_t* p, int64_t n) {
   uint64_t acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
   for (int64_t i = 0; i + 8 <= n; i += 8)

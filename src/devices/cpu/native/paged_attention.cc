@@ -20,6 +20,7 @@
 #include "gemm.h"
 #include "ops.h"
 #include "thread_pool.h"
+#include "isa_clones.h"
 
 // The 16-float vectors below are GCC/Clang vector extensions: one zmm register on AVX-512, two
 // ymm on AVX2, four xmm on the baseline. They never cross a call (all helpers inline), so the ABI
@@ -33,13 +34,7 @@ namespace tsorch {
 namespace {
 
 // The piece kernel and the row stores are compiled for AVX-512, AVX2+FMA and the baseline, chosen at load time
-// (GCC's target_clones on x86-64; elsewhere the baseline only).
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define TSORCH_ISA_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-#else
-#define TSORCH_ISA_CLONES
-#endif
-
+// (TSORCH_ISA_CLONES, isa_clones.h).
 // The helpers below are always inlined, so that each clone of the kernels gets them for its ISA.
 #define TSORCH_INLINE inline __attribute__((always_inline))
 

@@ -8,6 +8,7 @@
 #include "dtype.h"
 #include "ops.h"
 #include "thread_pool.h"
+#include "isa_clones.h"
 
 namespace tsorch {
 
@@ -26,12 +27,9 @@ double sum_f32(const float* x, int64_t n) {
 }
 
 // The float scans below are compiled for AVX-512, AVX2 and the baseline, chosen at load time
-// (GCC's target_clones on x86-64; elsewhere the baseline only), over GCC/Clang vector extensions.
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define TSORCH_REDUCE_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+// (TSORCH_ISA_CLONES, isa_clones.h), over GCC/Clang vector extensions.
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wpsabi"
-#else
-#define TSORCH_REDUCE_CLONES
 #endif
 
 typedef float f32x16 __attribute__((vector_size(64)));
@@ -53,7 +51,7 @@ inline bool any_lane(const i32x16& m) {
 // extremum. One pass keeps 16 lane-wise extrema and NaN flags (no branch per element); a second
 // finds the first 16-element block holding the extremum (or a NaN), then its first such element.
 template <bool MAX>
-TSORCH_REDUCE_CLONES int64_t arg_extreme_scan(const float* x, int64_t n) {
+TSORCH_ISA_CLONES int64_t arg_extreme_scan(const float* x, int64_t n) {
   int64_t i = 0;
   float e = x[0];
   bool nan = false;

@@ -18,16 +18,11 @@
 #include "gemm.h"
 #include "ops.h"
 #include "thread_pool.h"
+#include "isa_clones.h"
 
 namespace tsorch {
 
 namespace {
-
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define TSORCH_ISA_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-#else
-#define TSORCH_ISA_CLONES
-#endif
 
 // Work (about flops) under which a whole call runs on the calling thread: from about 32 cached
 // positions of a Qwen3-0.6B-shaped layer (16 query heads of 128) on, tasks are split over the

@@ -1,0 +1,11 @@
+// TSORCH_ISA_CLONES: compile a function for AVX-512 (x86-64-v4), AVX2+FMA (x86-64-v3) and the
+// baseline, the copy chosen at load time (GCC's target_clones on x86-64; elsewhere, and with
+// clang, the baseline only). For hot loops written with GCC/Clang vector extensions or plain loops
+// that GCC vectorizes, where a separate -m-flagged static library would be overkill.
+#pragma once
+
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define TSORCH_ISA_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define TSORCH_ISA_CLONES
+#endif
