@@ -71,7 +71,8 @@ export interface NativeCpu {
   /** CPU features the addon detected and dispatches on, e.g. "avx512f avx512bf16 fma avx2". */
   cpuFeatures(): string;
   /** Bytes/s of each of `reps` streaming reads of a fresh `bytes` buffer over the thread pool, with
-   * the widest loads the CPU has, after one untimed read (benchmarks: bench/host.ts). */
+   * the widest loads the CPU has, after one untimed read (benchmarks: bench/host.ts). The buffer is
+   * memory of the kind large tensors get (allocateHuge's 2 MB pages where the platform has them). */
   readBandwidth(bytes: number, reps: number): number[];
 
   /**

@@ -53,6 +53,29 @@ void* map_aligned(size_t bytes) {
 }  // namespace
 #endif
 
+HugeMapping map_huge(size_t nbytes) {
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+  // 4 KB base pages only (x86-64, most arm64): the 2 MB alignment and huge pages assume them.
+  if (nbytes == 0 || sysconf(_SC_PAGESIZE) != 4096) return {};
+  const size_t bytes = (nbytes + 4095) & ~size_t{4095};
+  void* base = map_aligned(bytes);
+  if (base == nullptr) return {};
+  if (bytes >= kHuge) madvise(base, bytes / kHuge * kHuge, MADV_HUGEPAGE);  // failures only cost speed
+  return {base, bytes};
+#else
+  (void)nbytes;
+  return {};
+#endif
+}
+
+void unmap_huge(const HugeMapping& m) {
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+  if (m.base != nullptr) munmap(m.base, m.bytes);
+#else
+  (void)m;
+#endif
+}
+
 // allocateHuge(nbytes) -> ArrayBuffer of nbytes zero bytes on 2 MB pages, or null where this
 // platform has no such mappings (or pages other than 4 KB) or the mapping fails (the caller then
 // allocates normally).
@@ -63,12 +86,10 @@ napi_value AllocateHuge(napi_env env, napi_callback_info info) {
   napi_value result;
   napi_get_null(env, &result);
 #if defined(__linux__) && defined(MADV_HUGEPAGE)
-  // 4 KB base pages only (x86-64, most arm64): the 2 MB alignment and huge pages assume them.
-  if (sysconf(_SC_PAGESIZE) != 4096) return result;
-  const size_t bytes = (static_cast<size_t>(n) + 4095) & ~size_t{4095};
-  void* base = map_aligned(bytes);
-  if (base == nullptr) return result;
-  if (bytes >= kHuge) madvise(base, bytes / kHuge * kHuge, MADV_HUGEPAGE);  // failures only cost speed
+  const HugeMapping m = map_huge(static_cast<size_t>(n));
+  if (m.base == nullptr) return result;
+  void* const base = m.base;
+  const size_t bytes = m.bytes;
   Region* r = new Region{base, bytes};
   if (napi_create_external_arraybuffer(env, base, static_cast<size_t>(n), free_region, r, &result) != napi_ok) {
     munmap(base, bytes);
