@@ -35,6 +35,7 @@
         "src/devices/cpu/native/addon_spatial.cc",
         "src/devices/cpu/native/addon_fused.cc",
         "src/devices/cpu/native/linear_group.cc",
+        "src/devices/cpu/native/decode_attention.cc",
         "src/devices/cpu/native/rotary_kv_write.cc",
         "src/devices/cpu/native/linear_argmax.cc",
         "src/devices/cpu/native/static_attention.cc",

@@ -7,7 +7,10 @@
  * batch, float32 and bfloat16 weights, and their fallbacks (other dtypes, broadcasting, inside a
  * trace); rotaryCacheWrite (one rotaryKVWrite) equal to applyRotary and copies into the cache buffer,
  * and with Qwen3's q/k norms (one normRotaryKVWrite) equal to rmsNorm first; Qwen3's decode steps
- * through that path against transformers' logits.
+ * through that path against transformers' logits; decodeAttentionResidual (one decodeAttention call:
+ * the attention half of a decode step) bit-equal to the four fused ops it stands for, float32,
+ * bfloat16, int8 and int4 weights, with and without q/k norms, GQA and MHA, float32 and bfloat16
+ * caches, partial rotary, a bias and soft-capping.
  * Then a decoder LM (stories260K) whose layers take the fused paths against the same model with them
  * switched off.
  */
@@ -30,7 +33,7 @@ function rand(shape: number[], seed: number): torch.Tensor {
 }
 
 /** The fused kernels the eager decoder layer may call. */
-const FUSED = new Set(["linearGroup", "linearAdd", "rotaryKVWrite", "linearGroupQuantized", "linearAddQuantized", "pagedAttention"]);
+const FUSED = new Set(["linearGroup", "linearAdd", "rotaryKVWrite", "linearGroupQuantized", "linearAddQuantized", "pagedAttention", "decodeAttention"]);
 
 /** The kernels `f` calls, by op name, in order. */
 function kernelsOf(f: () => unknown): string[] {
@@ -195,7 +198,7 @@ for (const normDtype of ["float32", "bfloat16"] as const) {
   });
 }
 
-test("Qwen3's decode steps (q/k norms inside the fused rotary + KV write) give transformers' logits at every position (tiny fixture)", async (t) => {
+test("Qwen3's decode steps (each layer's attention half, q/k norms included, in one decodeAttention call) give transformers' logits at every position (tiny fixture)", async (t) => {
   const dir = path.join(TINY, "qwen3");
   const skip = missing(dir);
   if (skip) return t.skip(skip);
@@ -214,8 +217,8 @@ test("Qwen3's decode steps (q/k norms inside the fused rotary + KV write) give t
   for (let p = prompt; p < ids.length; p++) {
     let logits: torch.Tensor | null = null;
     const ops = kernelsOf(() => (logits = step([ids[p]], p)));
-    assert.equal(ops.filter((op) => op === "normRotaryKVWrite").length, model.numLayers, "one fused norm + rotary + KV write per layer");
-    assert.equal(ops.filter((op) => op === "rotaryKVWrite").length, 0);
+    assert.equal(ops.filter((op) => op === "decodeAttention").length, model.numLayers, "one fused attention step per layer");
+    assert.equal(ops.filter((op) => op === "rotaryKVWrite" || op === "normRotaryKVWrite" || op === "pagedAttention").length, 0);
     const d = maxAbsDiff(Array.from(await logits!.data(), Number), e.logits[0][p]);
     assert.ok(d < 1e-4, `decode position ${p}: max |tsorch - transformers| = ${d}`);
   }
@@ -282,15 +285,14 @@ for (const dtype of ["float32", "bfloat16", "int8"] as const) {
     };
     const fused = await run(true);
     const layers = model.numLayers;
-    // int8: rotaryKVWrite, and where the quantized fused kernels are registered, one call for q/k/v and
-    // one for o_proj, and two for an MLP whose linears are all quantized (stories260K's down_proj, of
-    // input size 172, stays float).
+    // The attention half of a decode step is one decodeAttention call (norm, q/k/v, rotary, KV write,
+    // attention in place, o_proj and residual); the MLP two (linearGroup, linearAdd) where its
+    // linears are plain float, or all quantized (int8: stories260K's down_proj, of input size 172,
+    // stays float, so its MLP takes the plain ops).
     const quantizedMlp = (l: { ffn: { down_proj: { quantized: unknown } } }) => !!l.ffn.down_proj.quantized;
     const items = (model as unknown as { model: { layers: { items: { ffn: { down_proj: { quantized: unknown } } }[] } } }).model.layers.items;
-    // Plus one pagedAttention per layer: decode attention reads the cache buffers in place.
-    const perStep = layers + (dtype !== "int8" ? 5 * layers : !hasKernel("linearGroupQuantized" as never, "cpu") ? layers
-      : items.reduce((n, l) => n + 3 + (quantizedMlp(l) ? 2 : 0), 0));
-    assert.deepEqual(kernels.splice(0), [1, 2, 3].map(() => perStep), "a decode step: norm + q/k/v, rotary + KV write, attention, o_proj + residual, the MLP in 2 calls per layer");
+    const perStep = dtype !== "int8" ? 3 * layers : items.reduce((n, l) => n + 1 + (quantizedMlp(l) && hasKernel("linearGroupQuantized" as never, "cpu") ? 2 : 0), 0);
+    assert.deepEqual(kernels.splice(0), [1, 2, 3].map(() => perStep), "a decode step: the attention half in one call, the MLP in 2 calls per layer");
     // Replacing forwards on the instances turns the fused paths off (they only run for unmodified modules).
     for (const layer of (model as unknown as { model: { layers: { items: object[] } } }).model.layers.items) {
       const l = layer as unknown as { self_attn: { forward: Function }; ffn: { forward: Function } };
@@ -302,6 +304,44 @@ for (const dtype of ["float32", "bfloat16", "int8"] as const) {
     for (let i = 0; i < plain.length; i++) {
       const d = maxAbsDiff(fused[i], plain[i]);
       assert.ok(d <= 1e-5, `step ${i}: max |fused - plain| logit = ${d}`);
+    }
+  });
+}
+
+for (const wdtype of ["float32", "bfloat16", "int8", "int4"] as const) {
+  test(`decodeAttentionResidual (${wdtype} weights) is one decodeAttention call equal to normLinears, rotaryCacheWrite, cacheDecodeAttention and linearResidual`, async () => {
+    const { cacheDecodeAttention } = await import("../src/tensor/paged_attention.js");
+    const { normLinearsQuantized, linearResidualQuantized } = await import("../src/tensor/fused_quantized.js");
+    const [K, D, cap, at] = [64, 16, 8, 5];
+    const cases = [
+      { B: 1, Hq: 4, Hkv: 2, R: 16, qkNorm: true, bias: false, kv: "float32", softcap: 0 },
+      { B: 2, Hq: 4, Hkv: 4, R: 8, qkNorm: false, bias: true, kv: "bfloat16", softcap: 0.5 },
+    ] as const;
+    let seed = 100;
+    for (const c of cases) {
+      const weight = (n: number, k: number): torch.ProjectionWeight => wdtype === "int8" || wdtype === "int4"
+        ? { ...torch.quantizeBlocks(rand([n, k], seed++), wdtype === "int8" ? 8 : 4), bits: wdtype === "int8" ? 8 : 4 }
+        : rand([n, k], seed++).to(wdtype);
+      const qkv = [weight(c.Hq * D, K), weight(c.Hkv * D, K), weight(c.Hkv * D, K)], o = weight(K, c.Hq * D);
+      const bias = c.bias ? rand([K], seed++) : null, norm = { weight: rand([K], seed++), eps: 1e-6, offset: 0 };
+      const qkNorm = c.qkNorm ? { q: rand([D], seed++), k: rand([D], seed++), eps: 1e-6, offset: 0 } : null;
+      const x = rand([c.B, 1, K], seed++), residual = rand([c.B, 1, K], seed++);
+      const cos = rand([c.B, 1, c.R], seed++), sin = rand([c.B, 1, c.R], seed++);
+      const buffers = () => [rand([c.B, cap, c.Hkv, D], 90).to(c.kv), rand([c.B, cap, c.Hkv, D], 91).to(c.kv)];
+      const [kBuf, vBuf] = buffers(), [kBuf2, vBuf2] = buffers();
+      const heads = { numHeads: c.Hq, numKvHeads: c.Hkv, headDim: D, scale: D ** -0.5, softcap: c.softcap };
+      const outs = { q: torch.zeros([c.B, 1, c.Hq, D]), k: torch.zeros([c.B, 1, c.Hkv, D]), v: torch.zeros([c.B, 1, c.Hkv, D]) };
+      let y: torch.Tensor | null = null;
+      const ops = kernelsOf(() => (y = torch.decodeAttentionResidual(x, norm, qkv, qkNorm, cos, sin, { keyBuffer: kBuf, valueBuffer: vBuf, at }, heads, o, bias, residual, outs)));
+      assert.deepEqual(ops, ["decodeAttention"], `${JSON.stringify(c)}: one kernel call`);
+      const quant = wdtype === "int8" || wdtype === "int4";
+      const [q, k, v] = (quant ? normLinearsQuantized(x, norm, qkv as never) : torch.normLinears(x, norm, qkv as torch.Tensor[]))
+        .map((t, i) => t.view(c.B, 1, i === 0 ? c.Hq : c.Hkv, D));
+      const a = cacheDecodeAttention(torch.rotaryCacheWrite(q, k, v, cos, sin, kBuf2, vBuf2, at, qkNorm), kBuf2, vBuf2, at, { scale: heads.scale, softcap: c.softcap });
+      const y2 = quant ? linearResidualQuantized(a, o as never, bias, residual) : torch.linearResidual(a, o as torch.Tensor, bias, residual);
+      await close(y!, y2, 0, `${JSON.stringify(c)}: out`);
+      await close(kBuf, kBuf2, 0, `${JSON.stringify(c)}: key buffer`);
+      await close(vBuf, vBuf2, 0, `${JSON.stringify(c)}: value buffer`);
     }
   });
 }

@@ -239,6 +239,18 @@ export interface KernelSignatures {
    * fusion, compile/passes/rotary_norm.ts). */
   normRotaryKVWrite(q: TensorView, qOut: TensorView, k: TensorView, v: TensorView, cos: TensorView, sin: TensorView,
     kCache: TensorView, vCache: TensorView, slots: TensorView, norm: QKNorm, rows?: TensorView | null): void;
+  /** One decode step of a pre-norm rotary attention block over a KV cache's buffers (called eagerly
+   * by tensor/fused_attention.ts decodeAttentionResidual; never made by compile): q, k, v
+   * (contiguous float32 [B, Hq * D], [B, Hkv * D], [B, Hkv * Dv], written) = linearGroup(x, norm,
+   * qkv, [q, k, v]) (x contiguous float32 [B, K]; qkv all float or all block-quantized of one bits);
+   * then normRotaryKVWrite (qkNorm) or rotaryKVWrite (null) of them with cos/sin [B, 1, R] into slot
+   * b * capacity + at of kCache / vCache (contiguous [B, capacity, Hkv, D|Dv], pools of B blocks);
+   * then pagedAttention of rotary(q) over positions [0, at] of row b's block (p.scale, p.softcap, no
+   * window); then out [B, N] = linearAdd(attention [B, Hq * Dv], o, bias, residual). The values of
+   * those kernels called in turn. */
+  decodeAttention(x: TensorView, norm: LinearGroupNorm | null, qkv: (TensorView | QuantizedWeight)[], q: TensorView, k: TensorView, v: TensorView,
+    qkNorm: QKNorm | null, cos: TensorView, sin: TensorView, kCache: TensorView, vCache: TensorView, at: number,
+    p: { readonly scale: number; readonly softcap: number }, o: TensorView | QuantizedWeight, bias: TensorView | null, residual: TensorView, out: TensorView): void;
 }
 
 /** Per-head RMS norms of q and k (rmsNorm weights [D], eps and weight offset), as normRotaryKVWrite takes them. */

@@ -6,12 +6,14 @@
  * Llama and the families derived from it.
  */
 import { linearResidual, normLinears, rotaryCacheWrite, type QKNormParams } from "../tensor/fused.js";
-import { add, applyRotary, checkRotary, scaledDotProductAttention } from "../tensor/ops.js";
+import { add, applyRotary, checkRotary, empty, scaledDotProductAttention } from "../tensor/ops.js";
 import { cacheDecodeAttention, canAttendInCache } from "../tensor/paged_attention.js";
 import { tidy } from "../tensor/scope.js";
 import type { Tensor } from "../tensor/tensor.js";
 import type { AttentionKVCache, KVReservation } from "./kv_cache.js";
 import { linearResidualQuantized, normLinearsQuantized } from "../tensor/fused_quantized.js";
+import { decodeAttentionFusable, decodeAttentionResidual, type ProjectionWeight } from "../tensor/fused_attention.js";
+import { hasKernel } from "../devices/kernels.js";
 import { isPlainFloat, isPlainQuantized, Linear, RMSNorm } from "./layers.js";
 import { Module, type Parameter } from "./module.js";
 import { forwardLinears } from "./quantized.js";
@@ -158,13 +160,16 @@ export class RotaryAttention extends Module {
   private attend(x: Tensor, norm: (Module & { forward(x: Tensor): Tensor }) | null, cos: Tensor, sin: Tensor, mask: Tensor | null,
                  cache: AttentionKVCache | null, residual: Tensor | null): Tensor {
     const [B, L] = x.shape;
+    if (residual && L === 1 && !mask && cache) {
+      const step = this.fusedDecodeStep(x, norm, cos, sin, cache, residual);
+      if (step) return step;
+    }
     const { numHeads: nq, numKvHeads: nkv, headDim: d } = this.o;
     const [qp, kp, vp] = this.project(x, norm);
     let q = qp.view(B, L, nq, d);
     let k = kp.view(B, L, nkv, d);
     const v = vp.view(B, L, nkv, d);
-    const { scale = d ** -0.5, softcap, window } = this.o;
-    const opts = { scale, mask, window, softcap, sinks: this.sinks?.value };
+    const opts = this.attentionOptions(mask);
     // A cache that lets the caller write (LayerKVCache.reserve): rotary and the KV write in one fused
     // op, with q_norm / k_norm inside it where both are plain RMSNorms of one eps and offset. Norms
     // that are not (a replaced forward, which may throw) and the rotary tables' check run before
@@ -180,24 +185,74 @@ export class RotaryAttention extends Module {
     let room: KVReservation | null = null;
     if (writes) {
       checkRotary(k, cos, sin);
-      room = cache!.reserve!(k, v, window);
+      room = cache!.reserve!(k, v, opts.window);
       if (!room && plainNorms) norms();
     }
-    let out: Tensor;
-    if (room) {
-      const qr = rotaryCacheWrite(q, k, v, cos, sin, room.keyBuffer, room.valueBuffer, room.at, plainNorms);
-      // Decode (one position, attending buffer positions [0, at]: every key the cache keeps, from its
-      // front): attend the cache buffers in place.
-      const inPlace = !mask && !opts.sinks && !window && room.length === room.at + 1 && canAttendInCache(qr, room.keyBuffer.dtype);
-      out = inPlace ? cacheDecodeAttention(qr, room.keyBuffer, room.valueBuffer, room.at, { scale, softcap })
-        : attendToKeys(qr, room.keys, room.values, opts);
-    } else {
-      out = causalAttention(applyRotary(q, cos, sin), applyRotary(k, cos, sin), v, cache, opts);
-    }
+    const out = room ? this.attendReserved(q, k, v, cos, sin, room, plainNorms, opts)
+      : causalAttention(applyRotary(q, cos, sin), applyRotary(k, cos, sin), v, cache, opts);
+    return this.project_out(out, residual);
+  }
+
+  private attentionOptions(mask: Tensor | null): CausalAttentionOptions {
+    const { headDim: d, scale = d ** -0.5, softcap, window } = this.o;
+    return { scale, mask, window, softcap, sinks: this.sinks?.value };
+  }
+
+  /** The attention of q over a reserved room, after rotary and the KV write (one fused op; q/k normalized inside with plainNorms). */
+  private attendReserved(q: Tensor, k: Tensor, v: Tensor, cos: Tensor, sin: Tensor, room: KVReservation, plainNorms: QKNormParams | null,
+                         opts: CausalAttentionOptions): Tensor {
+    const qr = rotaryCacheWrite(q, k, v, cos, sin, room.keyBuffer, room.valueBuffer, room.at, plainNorms);
+    // Decode (one position, attending buffer positions [0, at]: every key the cache keeps, from its
+    // front): attend the cache buffers in place.
+    const inPlace = !opts.mask && !opts.sinks && !opts.window && room.length === room.at + 1 && canAttendInCache(qr, room.keyBuffer.dtype);
+    return inPlace ? cacheDecodeAttention(qr, room.keyBuffer, room.valueBuffer, room.at, { scale: opts.scale, softcap: opts.softcap })
+      : attendToKeys(qr, room.keys, room.values, opts);
+  }
+
+  /** o_proj(out), plus the residual when given (one fused op for plain float or quantized weights). */
+  private project_out(out: Tensor, residual: Tensor | null): Tensor {
     if (!residual) return this.o_proj.forward(out);
     const o = this.o_proj, bias = o.bias?.value ?? null;
     if (isPlainFloat(o)) return linearResidual(out, o.weight.value, bias, residual);
     if (isPlainQuantized(o)) return linearResidualQuantized(out, o.quantized!, bias, residual);
     return add(residual, o.forward(out));
+  }
+
+  /**
+   * The decode step of forwardResidual as ONE fused op (tensor/fused_attention.ts
+   * decodeAttentionResidual: the norm, q/k/v, q_norm/k_norm, rotary, KV write, attention, o_proj
+   * and residual in one kernel call) where it applies: one new position per row and no mask (the
+   * caller checks), no window or sinks, a cache the caller writes (reserve) and attends in place, a
+   * plain input RMSNorm (or none), plain q/k/v (no bias) and o projections, float or
+   * block-quantized, plain q_norm/k_norm or none, and a device with the kernel. Otherwise null,
+   * with nothing done: the room is reserved only once everything else is known to fit (a reserved
+   * room that cannot be attended in place, e.g. a cache dtype the paged kernels do not take, is
+   * finished with the separate ops).
+   */
+  private fusedDecodeStep(x: Tensor, norm: (Module & { forward(x: Tensor): Tensor }) | null, cos: Tensor, sin: Tensor,
+                          cache: AttentionKVCache, residual: Tensor): Tensor | null {
+    const o = this.o;
+    if (o.window || this.sinks || attendsItself(cache) || !cache.reserve || !hasKernel("decodeAttention", x.device.type)) return null;
+    const qkNorm = this.plainQKNorm();
+    if (this.q_norm && !qkNorm) return null;
+    if (norm && !(norm instanceof RMSNorm && norm.forward === RMSNorm.prototype.forward)) return null;
+    const weight = (l: Linear): ProjectionWeight | null => (l.bias ? null : isPlainFloat(l) ? l.weight.value : isPlainQuantized(l) ? l.quantized! : null);
+    const qkv = [this.q_proj, this.k_proj, this.v_proj].map(weight);
+    const ow = isPlainFloat(this.o_proj) ? this.o_proj.weight.value : isPlainQuantized(this.o_proj) ? this.o_proj.quantized! : null;
+    if (!ow || qkv.some((w) => !w) || !decodeAttentionFusable(x, qkv as ProjectionWeight[], ow, "float32")) return null;
+    const B = x.shape[0], { numHeads: nq, numKvHeads: nkv, headDim: d } = o;
+    const outs = { q: empty([B, 1, nq, d], "float32", x.device), k: empty([B, 1, nkv, d], "float32", x.device), v: empty([B, 1, nkv, d], "float32", x.device) };
+    checkRotary(outs.k, cos, sin);
+    const room = cache.reserve(outs.k, outs.v, 0);
+    if (!room) return null;
+    const opts = this.attentionOptions(null);
+    if (room.length !== room.at + 1 || !canAttendInCache(outs.q, room.keyBuffer.dtype)) {
+      const [qp, kp, vp] = this.project(x, norm);
+      const out = this.attendReserved(qp.view(B, 1, nq, d), kp.view(B, 1, nkv, d), vp.view(B, 1, nkv, d), cos, sin, room, qkNorm, opts);
+      return this.project_out(out, residual);
+    }
+    const n = norm instanceof RMSNorm ? { weight: norm.weight.value, eps: norm.eps, offset: norm.offset } : null;
+    return decodeAttentionResidual(x, n, qkv as ProjectionWeight[], qkNorm, cos, sin, room,
+      { numHeads: nq, numKvHeads: nkv, headDim: d, scale: opts.scale, softcap: opts.softcap ?? 0 }, ow, this.o_proj.bias?.value ?? null, residual, outs);
   }
 }

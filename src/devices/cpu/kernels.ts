@@ -95,6 +95,17 @@ const normRotaryKVWrite: KernelSignatures["normRotaryKVWrite"] = (q, qOut, k, v,
     buf(norm.q), buf(norm.k), code(norm.q), norm.eps, norm.offset);
 };
 
+/** decodeAttention on cpu: one addon call (linear_group, rotary_kv_write, static_attention and linear_add in turn). */
+const decodeAttention: KernelSignatures["decodeAttention"] = (x, norm, qkv, q, k, v, qkNorm, cos, sin, kc, vc, at, p, o, bias, residual, out) => {
+  const [wq, wk, wv] = qkv.map(weightArgs), wo = weightArgs(o);
+  const [B, capacity, Hkv, D] = kc.shape;
+  native().decodeAttention(buf(x), B, x.shape[1], norm ? buf(norm.weight) : null, norm ? code(norm.weight) : 0, norm?.eps ?? 0, norm?.offset ?? 0,
+    wq.data, wq.dtype, wk.data, wk.dtype, wv.data, wv.dtype, wq.scales, wk.scales, wv.scales, wq.bits, buf(q), buf(k), buf(v),
+    qkNorm ? buf(qkNorm.q) : null, qkNorm ? buf(qkNorm.k) : null, qkNorm ? code(qkNorm.q) : 0, qkNorm?.eps ?? 0, qkNorm?.offset ?? 0,
+    buf(cos), buf(sin), last(cos), buf(kc), buf(vc), code(kc), capacity, at, numel(q) / (B * D), Hkv, D, vc.shape[3], p.scale, p.softcap,
+    wo.data, wo.dtype, wo.scales, wo.bits, bias ? buf(bias) : null, bias ? code(bias) : 0, buf(residual), buf(out), wo.N);
+};
+
 /** linearArgmax on cpu (a float or block-quantized head): one addon call (one pool job for few rows:
  * the norm, the LM head and the per-task argmax). */
 function linearArgmax(x: TensorView, norm: LinearGroupNorm | null, w: TensorView | QuantizedWeight, out: TensorView): void {
@@ -182,6 +193,7 @@ export function cpuKernels(): Partial<KernelSignatures> {
     linearGroup,
     linearGroupQuantized: linearGroup,
     rotaryKVWrite,
+    decodeAttention,
     normRotaryKVWrite,
     linearArgmax,
     linearArgmaxQuantized: linearArgmax,

@@ -182,6 +182,26 @@ export interface NativeCpu {
     N: number, bs: number, kvDtype: number, qNorm: Buf | null, kNorm: Buf | null, normDtype: number, normEps: number, normOffset: number): void;
 
   /**
+   * One decode step of a pre-norm rotary attention block over a KV cache's buffers (the eager
+   * fused op tensor/fused_attention.ts decodeAttentionResidual): q, k, v (float32 [B, Hq * D],
+   * [B, Hkv * D], [B, Hkv * Dv], written) = n(x) @ wq/wk/wv^T as linearGroup with G = 3 (x float32
+   * [B, K], the same norm and weight arguments, one `bits` for the three); then as rotaryKVWrite
+   * with L = 1 and the slots b * capacity + at of kCache / vCache ([B, capacity, Hkv, D|Dv] of
+   * kvDtype: B blocks of `capacity` positions) and the per-head norms qNorm / kNorm (weights [D] of
+   * qkNormDtype, or both null); cos / sin float32 [B, R]; then as pagedAttention over positions
+   * [0, at] of each row (block table [b]); then out = residual + attn @ wo^T + bias as linearAdd
+   * (wo [N, Hq * Dv] of woDtype, or block-quantized with so and bitsO; residual, out float32
+   * [B, N]). Every step is that export's kernel, so the results equal the four calls'. Throws as
+   * those exports do, before anything is written; at must be < capacity.
+   */
+  decodeAttention(x: Buf, B: number, K: number, normW: Buf | null, normDtype: number, eps: number, offset: number,
+    wq: Buf, wqDtype: number, wk: Buf, wkDtype: number, wv: Buf, wvDtype: number, sq: Buf | null, sk: Buf | null, sv: Buf | null, bits: number,
+    q: Buf, k: Buf, v: Buf, qNorm: Buf | null, kNorm: Buf | null, qkNormDtype: number, qkEps: number, qkOffset: number,
+    cos: Buf, sin: Buf, R: number, kCache: Buf, vCache: Buf, kvDtype: number, capacity: number, at: number,
+    Hq: number, Hkv: number, D: number, Dv: number, scale: number, softcap: number,
+    wo: Buf, woDtype: number, so: Buf | null, bitsO: number, bias: Buf | null, biasDtype: number, residual: Buf, out: Buf, N: number): void;
+
+  /**
    * compile's linear + argmax (linearArgmax): out[m] (int64 [M]) = argmax over n of
    * (n(x) @ w^T)[m, n] as reduce's argmax (the first NaN, else the first maximum); x float32
    * [M, K], n the RMS norm of linearGroup (normW null: none), w [N, K] of wDtype (bits 0) or

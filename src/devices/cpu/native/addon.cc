@@ -960,6 +960,7 @@ NAPI_MODULE_INIT() {
       {"linearAdd", nullptr, LinearAddExport, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
       {"linearGroup", nullptr, LinearGroupExport, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
       {"rotaryKVWrite", nullptr, RotaryKVWriteExport, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
+      {"decodeAttention", nullptr, DecodeAttentionExport, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
       {"linearArgmax", nullptr, LinearArgmaxExport, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
   };
   napi_define_properties(env, exports, sizeof(props) / sizeof(props[0]), props);

@@ -132,6 +132,11 @@ void rotary_kv_write(const RotaryKVWriteArgs& a);
 
 napi_value RotaryKVWriteExport(napi_env env, napi_callback_info info);
 
+// One decode step of a pre-norm rotary attention block over a KV cache's buffers
+// (decode_attention.cc): linear_group (norm + q/k/v), rotary_kv_write, static_attention and
+// linear_add (o_proj + residual) in one call; contract in ../native.ts.
+napi_value DecodeAttentionExport(napi_env env, napi_callback_info info);
+
 // A greedy step's head (linear_argmax.cc): out[m] = argmax over n of (n(x) @ w^T)[m, n], the first
 // NaN else the first maximum (reduce's argmax); n(x) as NormedInput's, w [N, K] as FusedWeight,
 // out int64 [M].

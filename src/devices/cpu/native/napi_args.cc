@@ -37,7 +37,8 @@ Args::Args(napi_env env, napi_callback_info info, const char* fn, size_t count)
     check(recorded_->size() == count, true, "expects %zu arguments, got %zu", count, recorded_->size());
     return;
   }
-  size_t argc = sizeof(argv_) / sizeof(argv_[0]);
+  if (!check(count <= kMaxArgs, true, "takes %zu arguments, more than Args reads (%zu)", count, kMaxArgs)) return;
+  size_t argc = kMaxArgs;
   if (napi_get_cb_info(env, info, &argc, argv_, nullptr, nullptr) != napi_ok) {
     check(false, true, "could not read the arguments");
     return;

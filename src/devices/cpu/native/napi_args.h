@@ -60,7 +60,8 @@ class Args {
 
  private:
   napi_env env_;
-  napi_value argv_[32];
+  static constexpr size_t kMaxArgs = 48;  // the most any export takes (decodeAttention)
+  napi_value argv_[kMaxArgs];
   const std::vector<RecordedArg>* recorded_ = nullptr;
   const char* fn_;
   bool failed_ = false;

@@ -24,7 +24,7 @@ import { sortKernels } from "./sort.js";
 import { spatialKernels } from "./spatial.js";
 
 export const webgpuKernels: Omit<KernelSignatures, "quantizeBlocks" | "moeExperts" | "linearQuantizedGroup"
-  | "linearGroupQuantized" | "linearAddQuantized" | "linearArgmaxQuantized" | "normRotaryKVWrite"> = {
+  | "linearGroupQuantized" | "linearAddQuantized" | "linearArgmaxQuantized" | "normRotaryKVWrite" | "decodeAttention"> = {
   ...elementwiseKernels,
   ...reduceKernels,
   ...matmulKernels,

@@ -1,0 +1,125 @@
+/**
+ * A decode step of a pre-norm rotary attention block as one eager fused op (the attention half of
+ * transformers' LlamaDecoderLayer / Qwen3DecoderLayer for one new position per row, with a KV cache
+ * whose buffers it writes and attends in place):
+ *
+ *   n = rmsNorm(x, norm); q, k, v = n @ wq^T, n @ wk^T, n @ wv^T;
+ *   q, k = rmsNorm per head (qkNorm, Qwen3's q_norm / k_norm), then rotary (cos, sin);
+ *   k, v written at position `at` of each row's cache buffers; a = attention of q over positions [0, at];
+ *   out = residual + a @ wo^T + oBias.
+ *
+ * One `decodeAttention` kernel call where the device registers it (cpu: the four kernels below run
+ * in turn inside one addon call), else the fused ops of ./fused.ts, ./fused_quantized.ts and
+ * ./paged_attention.ts it stands for (normLinears, rotaryCacheWrite, cacheDecodeAttention,
+ * linearResidual, or their quantized forms): the same kernels in the same order, so the same values.
+ * What the single call saves is the JavaScript of three ops per layer and step (their checks,
+ * views and output tensors) and three JS->native transitions.
+ */
+import { getKernel, hasKernel, type QuantizedWeight } from "../devices/kernels.js";
+import { linearResidual, normLinears, rotaryCacheWrite, type QKNormParams, type RmsNormParams } from "./fused.js";
+import { linearResidualQuantized, normLinearsQuantized, type BlockQuantized } from "./fused_quantized.js";
+import { cacheDecodeAttention, pagedKernelsTake } from "./paged_attention.js";
+import { checkSameDevice, empty } from "./ops.js";
+import { isFloating } from "./dtype.js";
+import type { Tensor } from "./tensor.js";
+import { traceObserver } from "./trace.js";
+
+/** A projection's weight: float [N, K] as stored, or block-quantized (fused_quantized.ts). */
+export type ProjectionWeight = Tensor | BlockQuantized;
+
+/** The block's heads and attention options. */
+export interface DecodeAttentionHeads {
+  readonly numHeads: number;
+  readonly numKvHeads: number;
+  readonly headDim: number;
+  /** Score scale (transformers: head_dim^-0.5 unless the family sets it). */
+  readonly scale: number;
+  /** tanh soft-capping of the scores; 0 = none. */
+  readonly softcap: number;
+}
+
+/** The cache room of the new position: buffers [B, capacity, Hkv, D|Dv] and the position to write and attend through. */
+export interface DecodeAttentionRoom {
+  readonly keyBuffer: Tensor;
+  readonly valueBuffer: Tensor;
+  readonly at: number;
+}
+
+const quantized = (w: ProjectionWeight): w is BlockQuantized => "bits" in w;
+const rowsOf = (w: ProjectionWeight) => (quantized(w) ? w.q.shape[0] : w.shape[0]);
+const kernelWeight = (w: ProjectionWeight): Tensor | QuantizedWeight =>
+  quantized(w) ? { q: w.q.contiguous(), scales: w.scales.contiguous(), bits: w.bits } : w.contiguous();
+
+/**
+ * Whether decodeAttentionResidual would run as one kernel call on x's device for these weights and
+ * cache buffers (the caller may then reserve the cache room first): not tracing, the device has
+ * `decodeAttention` and its paged kernels take the buffers' dtype, x float32 [B, 1, K], the q/k/v
+ * weights all float or all block-quantized of one bit width, the buffers contiguous.
+ */
+export function decodeAttentionFusable(x: Tensor, qkv: readonly ProjectionWeight[], o: ProjectionWeight, kvDtype: string): boolean {
+  const dev = x.device.type;
+  if (traceObserver() !== null || !hasKernel("decodeAttention", dev) || !pagedKernelsTake(dev, kvDtype)) return false;
+  if (x.dtype !== "float32" || x.ndim !== 3 || x.shape[1] !== 1 || x.shape[0] < 1) return false;
+  const K = x.shape[2];
+  const fits = (w: ProjectionWeight, k: number) => quantized(w)
+    ? k % 32 === 0 && w.q.dtype === "int32" && w.scales.dtype === "float32" && w.q.ndim === 2 && w.q.shape[1] === (k * w.bits) / 32
+      && w.scales.ndim === 2 && w.scales.shape[0] === w.q.shape[0] && w.scales.shape[1] === k / 32
+    : w.ndim === 2 && w.shape[1] === k && isFloating(w.dtype);
+  const bits = (w: ProjectionWeight) => (quantized(w) ? w.bits : 0);
+  return qkv.length === 3 && qkv.every((w) => fits(w, K) && bits(w) === bits(qkv[0])) && fits(o, quantized(o) ? o.q.shape[1] * 32 / o.bits : o.shape[1]);
+}
+
+/**
+ * The decode step above. x float32 [B, 1, K]; norm (input_layernorm) or null; qkv = [wq [Hq*D, K],
+ * wk [Hkv*D, K], wv [Hkv*Dv, K]] (no bias); qkNorm or null; cos/sin [B, 1, R] (R <= D, even);
+ * room: the cache buffers (contiguous, float32/16/bf16) and `at`, whose positions [0, at] of row b
+ * are row b's keys (at, the new one, written here); o [N, Hq*Dv] with oBias [N] or null; residual
+ * float32 [B, 1, N]. `outs` are scratch for the projections (float32 [B, 1, Hq, D], [B, 1, Hkv, D],
+ * [B, 1, Hkv, Dv], e.g. the k and v the caller reserved the room with); their values afterwards
+ * are unspecified.
+ * Returns float32 [B, 1, N]. Throws RangeError for shapes that do not fit (before anything is
+ * written) and checkSameDevice's error for tensors on several devices.
+ */
+export function decodeAttentionResidual(x: Tensor, norm: RmsNormParams | null, qkv: readonly ProjectionWeight[], qkNorm: QKNormParams | null,
+                                        cos: Tensor, sin: Tensor, room: DecodeAttentionRoom, heads: DecodeAttentionHeads,
+                                        o: ProjectionWeight, oBias: Tensor | null, residual: Tensor,
+                                        outs: { q: Tensor; k: Tensor; v: Tensor }): Tensor {
+  const parts = (w: ProjectionWeight) => (quantized(w) ? [w.q, w.scales] : [w]);
+  checkSameDevice("decode_attention", x, norm?.weight, ...qkv.flatMap(parts), qkNorm?.q, qkNorm?.k, cos, sin, room.keyBuffer, room.valueBuffer,
+    ...parts(o), oBias, residual, outs.q, outs.k, outs.v);
+  const { numHeads: Hq, numKvHeads: Hkv, headDim: D } = heads;
+  const { keyBuffer: kBuf, valueBuffer: vBuf, at } = room;
+  const B = x.shape[0], Dv = vBuf.shape[3], cap = kBuf.shape[1], N = rowsOf(o), R = cos.shape[2];
+  const shapeIs = (t: Tensor, s: number[]) => t.ndim === s.length && t.shape.every((n, i) => n === s[i]);
+  const fits = decodeAttentionFusable(x, qkv, o, kBuf.dtype) && rowsOf(qkv[0]) === Hq * D && rowsOf(qkv[1]) === Hkv * D && rowsOf(qkv[2]) === Hkv * Dv
+    && shapeIs(kBuf, [B, cap, Hkv, D]) && shapeIs(vBuf, [B, cap, Hkv, Dv]) && kBuf.dtype === vBuf.dtype && kBuf.isContiguous && vBuf.isContiguous
+    && Number.isInteger(at) && at >= 0 && at < cap && Hq % Hkv === 0
+    && shapeIs(outs.q, [B, 1, Hq, D]) && shapeIs(outs.k, [B, 1, Hkv, D]) && shapeIs(outs.v, [B, 1, Hkv, Dv])
+    && [outs.q, outs.k, outs.v].every((t) => t.dtype === "float32" && t.isContiguous)
+    && shapeIs(cos, [B, 1, R]) && shapeIs(sin, [B, 1, R]) && R % 2 === 0 && R <= D
+    && (quantized(o) ? o.q.shape[1] * 32 / o.bits : o.shape[1]) === Hq * Dv && shapeIs(residual, [B, 1, N]) && residual.dtype === "float32"
+    && (!oBias || shapeIs(oBias, [N])) && (!norm || shapeIs(norm.weight, [x.shape[2]]))
+    && (!qkNorm || (shapeIs(qkNorm.q, [D]) && shapeIs(qkNorm.k, [D]) && qkNorm.q.dtype === qkNorm.k.dtype && isFloating(qkNorm.q.dtype)));
+  if (!fits) return composed(x, norm, qkv, qkNorm, cos, sin, room, heads, o, oBias, residual);
+  const out = empty([B, 1, N], "float32", x.device);
+  const f32 = (t: Tensor) => (t.dtype === "float32" ? t : t.to("float32")).contiguous();
+  getKernel("decodeAttention", x.device.type)(x.reshape(B, x.shape[2]).contiguous(), norm && { weight: norm.weight.contiguous(), eps: norm.eps, offset: norm.offset },
+    qkv.map(kernelWeight), outs.q, outs.k, outs.v, qkNorm && { q: qkNorm.q.contiguous(), k: qkNorm.k.contiguous(), eps: qkNorm.eps, offset: qkNorm.offset },
+    f32(cos), f32(sin), kBuf, vBuf, at, { scale: heads.scale, softcap: heads.softcap }, kernelWeight(o), oBias?.contiguous() ?? null,
+    residual.contiguous(), out);
+  return out;
+}
+
+/** decodeAttentionResidual as the separate fused ops (same kernels, same order, same values). */
+function composed(x: Tensor, norm: RmsNormParams | null, qkv: readonly ProjectionWeight[], qkNorm: QKNormParams | null, cos: Tensor, sin: Tensor,
+                  room: DecodeAttentionRoom, heads: DecodeAttentionHeads, o: ProjectionWeight, oBias: Tensor | null, residual: Tensor): Tensor {
+  const { numHeads: Hq, numKvHeads: Hkv, headDim: D, scale, softcap } = heads;
+  const B = x.shape[0], Dv = room.valueBuffer.shape[3];
+  const projected = qkv.every(quantized) ? normLinearsQuantized(x, norm, qkv as BlockQuantized[])
+    : qkv.some(quantized) ? null : normLinears(x, norm, qkv as Tensor[]);
+  if (!projected) throw new RangeError("decode_attention: the q/k/v weights must be all float or all block-quantized");
+  const [q, k, v] = projected.map((t, i) => t.view(B, 1, [Hq, Hkv, Hkv][i], [D, D, Dv][i]));
+  const qr = rotaryCacheWrite(q, k, v, cos, sin, room.keyBuffer, room.valueBuffer, room.at, qkNorm);
+  const a = cacheDecodeAttention(qr, room.keyBuffer, room.valueBuffer, room.at, { scale, softcap });
+  return quantized(o) ? linearResidualQuantized(a, o, oBias, residual) : linearResidual(a, o, oBias, residual);
+}
