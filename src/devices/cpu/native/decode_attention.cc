@@ -96,29 +96,11 @@ napi_value DecodeAttentionExport(napi_env env, napi_callback_info info) {
   thread_local std::vector<float> q_rot, attn;
   q_rot.resize(static_cast<size_t>(B * Hq * D));
   attn.resize(static_cast<size_t>(B * Hq * Dv));
-  RotaryKVWriteArgs r;
-  r.q = static_cast<const float*>(q.data);
-  r.q_out = q_rot.data();
-  r.k = static_cast<const float*>(k.data);
-  r.v = static_cast<const float*>(v.data);
-  r.cos = static_cast<const float*>(cos.data);
-  r.sin = static_cast<const float*>(sin.data);
-  r.k_cache = kc.data;
-  r.v_cache = vc.data;
-  r.kv_dtype = kvdt;
-  r.slots = slots;
-  r.q_norm = qn.data;
-  r.k_norm = kn.data;
-  r.norm_dtype = qk_dtype;
-  r.norm_eps = static_cast<float>(qk_eps);
-  r.norm_offset = static_cast<float>(qk_offset);
-  r.B = B;
-  r.L = 1;
-  r.Hq = Hq;
-  r.Hkv = Hkv;
-  r.D = D;
-  r.Dv = Dv;
-  r.R = R;
+  // (Fields in RotaryKVWriteArgs' order: fused.h.)
+  const RotaryKVWriteArgs r{static_cast<const float*>(q.data), q_rot.data(), static_cast<const float*>(k.data),
+                            static_cast<const float*>(v.data), static_cast<const float*>(cos.data),
+                            static_cast<const float*>(sin.data), kc.data, vc.data, kvdt, slots, nullptr, 0, qn.data, kn.data,
+                            qk_dtype, static_cast<float>(qk_eps), static_cast<float>(qk_offset), B, 1, Hq, Hkv, D, Dv, R};
   rotary_kv_write(r);
   // 3. Attention of each row over its positions [0, at] (pagedAttention's kernel for one block per row).
   const PagedAttentionArgs p{q_rot.data(), kc.data, vc.data, rows, rows, pos, attn.data(), B, Hq, Hkv, D, Dv, cap, 1,
