@@ -190,7 +190,7 @@ export class RotaryAttention extends Module {
     }
     const out = room ? this.attendReserved(q, k, v, cos, sin, room, plainNorms, opts)
       : causalAttention(applyRotary(q, cos, sin), applyRotary(k, cos, sin), v, cache, opts);
-    return this.project_out(out, residual);
+    return this.projectOut(out, residual);
   }
 
   private attentionOptions(mask: Tensor | null): CausalAttentionOptions {
@@ -210,7 +210,7 @@ export class RotaryAttention extends Module {
   }
 
   /** o_proj(out), plus the residual when given (one fused op for plain float or quantized weights). */
-  private project_out(out: Tensor, residual: Tensor | null): Tensor {
+  private projectOut(out: Tensor, residual: Tensor | null): Tensor {
     if (!residual) return this.o_proj.forward(out);
     const o = this.o_proj, bias = o.bias?.value ?? null;
     if (isPlainFloat(o)) return linearResidual(out, o.weight.value, bias, residual);
@@ -239,20 +239,20 @@ export class RotaryAttention extends Module {
     const weight = (l: Linear): ProjectionWeight | null => (l.bias ? null : isPlainFloat(l) ? l.weight.value : isPlainQuantized(l) ? l.quantized! : null);
     const qkv = [this.q_proj, this.k_proj, this.v_proj].map(weight);
     const ow = isPlainFloat(this.o_proj) ? this.o_proj.weight.value : isPlainQuantized(this.o_proj) ? this.o_proj.quantized! : null;
-    if (!ow || qkv.some((w) => !w) || !decodeAttentionFusable(x, qkv as ProjectionWeight[], ow, "float32")) return null;
     const B = x.shape[0], { numHeads: nq, numKvHeads: nkv, headDim: d } = o;
+    const opts = this.attentionOptions(null);
+    const heads = { numHeads: nq, numKvHeads: nkv, headDim: d, scale: opts.scale, softcap: opts.softcap ?? 0 };
+    if (!ow || qkv.some((w) => !w) || !decodeAttentionFusable(x, qkv as ProjectionWeight[], ow, heads, residual, "float32")) return null;
     const outs = { q: empty([B, 1, nq, d], "float32", x.device), k: empty([B, 1, nkv, d], "float32", x.device), v: empty([B, 1, nkv, d], "float32", x.device) };
     checkRotary(outs.k, cos, sin);
     const room = cache.reserve(outs.k, outs.v, 0);
     if (!room) return null;
-    const opts = this.attentionOptions(null);
     if (room.length !== room.at + 1 || !canAttendInCache(outs.q, room.keyBuffer.dtype)) {
       const [qp, kp, vp] = this.project(x, norm);
       const out = this.attendReserved(qp.view(B, 1, nq, d), kp.view(B, 1, nkv, d), vp.view(B, 1, nkv, d), cos, sin, room, qkNorm, opts);
-      return this.project_out(out, residual);
+      return this.projectOut(out, residual);
     }
     const n = norm instanceof RMSNorm ? { weight: norm.weight.value, eps: norm.eps, offset: norm.offset } : null;
-    return decodeAttentionResidual(x, n, qkv as ProjectionWeight[], qkNorm, cos, sin, room,
-      { numHeads: nq, numKvHeads: nkv, headDim: d, scale: opts.scale, softcap: opts.softcap ?? 0 }, ow, this.o_proj.bias?.value ?? null, residual, outs);
+    return decodeAttentionResidual(x, n, qkv as ProjectionWeight[], qkNorm, cos, sin, room, heads, ow, this.o_proj.bias?.value ?? null, residual, outs);
   }
 }

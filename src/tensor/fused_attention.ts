@@ -51,34 +51,41 @@ const kernelWeight = (w: ProjectionWeight): Tensor | QuantizedWeight =>
   quantized(w) ? { q: w.q.contiguous(), scales: w.scales.contiguous(), bits: w.bits } : w.contiguous();
 
 /**
- * Whether decodeAttentionResidual would run as one kernel call on x's device for these weights and
- * cache buffers (the caller may then reserve the cache room first): not tracing, the device has
- * `decodeAttention` and its paged kernels take the buffers' dtype, x float32 [B, 1, K], the q/k/v
- * weights all float or all block-quantized of one bit width, the buffers contiguous.
+ * Whether decodeAttentionResidual would run as one kernel call on x's device for these weights,
+ * heads and residual, with cache buffers of `kvDtype` (so a caller may check before it reserves
+ * the cache room): not tracing; the device has `decodeAttention` and its paged kernels take
+ * `kvDtype`; x float32 [B, 1, K]; wq/wk/wv [Hq*D | Hkv*D | Hkv*D, K] all float or all
+ * block-quantized of one bit width; o [N, Hq*D]; residual float32 [B, 1, N]. (The room, the
+ * rotary tables and the norms' weights are checked by decodeAttentionResidual.)
  */
-export function decodeAttentionFusable(x: Tensor, qkv: readonly ProjectionWeight[], o: ProjectionWeight, kvDtype: string): boolean {
+export function decodeAttentionFusable(x: Tensor, qkv: readonly ProjectionWeight[], o: ProjectionWeight, heads: DecodeAttentionHeads,
+                                       residual: Tensor, kvDtype: string): boolean {
   const dev = x.device.type;
   if (traceObserver() !== null || !hasKernel("decodeAttention", dev) || !pagedKernelsTake(dev, kvDtype)) return false;
   if (x.dtype !== "float32" || x.ndim !== 3 || x.shape[1] !== 1 || x.shape[0] < 1) return false;
-  const K = x.shape[2];
-  const fits = (w: ProjectionWeight, k: number) => quantized(w)
-    ? k % 32 === 0 && w.q.dtype === "int32" && w.scales.dtype === "float32" && w.q.ndim === 2 && w.q.shape[1] === (k * w.bits) / 32
-      && w.scales.ndim === 2 && w.scales.shape[0] === w.q.shape[0] && w.scales.shape[1] === k / 32
-    : w.ndim === 2 && w.shape[1] === k && isFloating(w.dtype);
+  const { numHeads: Hq, numKvHeads: Hkv, headDim: D } = heads;
+  const fits = (w: ProjectionWeight, n: number, k: number) => quantized(w)
+    ? k % 32 === 0 && w.q.dtype === "int32" && w.scales.dtype === "float32" && w.q.ndim === 2 && w.q.shape[0] === n
+      && w.q.shape[1] === (k * w.bits) / 32 && w.scales.ndim === 2 && w.scales.shape[0] === n && w.scales.shape[1] === k / 32
+    : w.ndim === 2 && w.shape[0] === n && w.shape[1] === k && isFloating(w.dtype);
   const bits = (w: ProjectionWeight) => (quantized(w) ? w.bits : 0);
-  return qkv.length === 3 && qkv.every((w) => fits(w, K) && bits(w) === bits(qkv[0])) && fits(o, quantized(o) ? o.q.shape[1] * 32 / o.bits : o.shape[1]);
+  const [B, , K] = x.shape, N = rowsOf(o), r = residual.shape;
+  return qkv.length === 3 && Hq % Hkv === 0 && fits(qkv[0], Hq * D, K) && fits(qkv[1], Hkv * D, K) && fits(qkv[2], Hkv * D, K)
+    && qkv.every((w) => bits(w) === bits(qkv[0])) && fits(o, N, Hq * D)
+    && residual.dtype === "float32" && residual.ndim === 3 && r[0] === B && r[1] === 1 && r[2] === N;
 }
 
 /**
  * The decode step above. x float32 [B, 1, K]; norm (input_layernorm) or null; qkv = [wq [Hq*D, K],
  * wk [Hkv*D, K], wv [Hkv*Dv, K]] (no bias); qkNorm or null; cos/sin [B, 1, R] (R <= D, even);
  * room: the cache buffers (contiguous, float32/16/bf16) and `at`, whose positions [0, at] of row b
- * are row b's keys (at, the new one, written here); o [N, Hq*Dv] with oBias [N] or null; residual
+ * are row b's keys (at, the new one, written here; one kernel call needs Dv = D, other head sizes
+ * take the separate ops); o [N, Hq*Dv] with oBias [N] or null; residual
  * float32 [B, 1, N]. `outs` are scratch for the projections (float32 [B, 1, Hq, D], [B, 1, Hkv, D],
  * [B, 1, Hkv, Dv], e.g. the k and v the caller reserved the room with); their values afterwards
  * are unspecified.
- * Returns float32 [B, 1, N]. Throws RangeError for shapes that do not fit (before anything is
- * written) and checkSameDevice's error for tensors on several devices.
+ * Returns float32 [B, 1, N]. Throws checkSameDevice's error for tensors on several devices, and
+ * for shapes the kernel does not take, whatever the separate ops throw (RangeError).
  */
 export function decodeAttentionResidual(x: Tensor, norm: RmsNormParams | null, qkv: readonly ProjectionWeight[], qkNorm: QKNormParams | null,
                                         cos: Tensor, sin: Tensor, room: DecodeAttentionRoom, heads: DecodeAttentionHeads,
@@ -91,13 +98,12 @@ export function decodeAttentionResidual(x: Tensor, norm: RmsNormParams | null, q
   const { keyBuffer: kBuf, valueBuffer: vBuf, at } = room;
   const B = x.shape[0], Dv = vBuf.shape[3], cap = kBuf.shape[1], N = rowsOf(o), R = cos.shape[2];
   const shapeIs = (t: Tensor, s: number[]) => t.ndim === s.length && t.shape.every((n, i) => n === s[i]);
-  const fits = decodeAttentionFusable(x, qkv, o, kBuf.dtype) && rowsOf(qkv[0]) === Hq * D && rowsOf(qkv[1]) === Hkv * D && rowsOf(qkv[2]) === Hkv * Dv
+  const fits = decodeAttentionFusable(x, qkv, o, heads, residual, kBuf.dtype) && Dv === D
     && shapeIs(kBuf, [B, cap, Hkv, D]) && shapeIs(vBuf, [B, cap, Hkv, Dv]) && kBuf.dtype === vBuf.dtype && kBuf.isContiguous && vBuf.isContiguous
-    && Number.isInteger(at) && at >= 0 && at < cap && Hq % Hkv === 0
+    && Number.isInteger(at) && at >= 0 && at < cap
     && shapeIs(outs.q, [B, 1, Hq, D]) && shapeIs(outs.k, [B, 1, Hkv, D]) && shapeIs(outs.v, [B, 1, Hkv, Dv])
     && [outs.q, outs.k, outs.v].every((t) => t.dtype === "float32" && t.isContiguous)
     && shapeIs(cos, [B, 1, R]) && shapeIs(sin, [B, 1, R]) && R % 2 === 0 && R <= D
-    && (quantized(o) ? o.q.shape[1] * 32 / o.bits : o.shape[1]) === Hq * Dv && shapeIs(residual, [B, 1, N]) && residual.dtype === "float32"
     && (!oBias || shapeIs(oBias, [N])) && (!norm || shapeIs(norm.weight, [x.shape[2]]))
     && (!qkNorm || (shapeIs(qkNorm.q, [D]) && shapeIs(qkNorm.k, [D]) && qkNorm.q.dtype === qkNorm.k.dtype && isFloating(qkNorm.q.dtype)));
   if (!fits) return composed(x, norm, qkv, qkNorm, cos, sin, room, heads, o, oBias, residual);
