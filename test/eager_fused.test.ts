@@ -9,8 +9,10 @@
  * and with Qwen3's q/k norms (one normRotaryKVWrite) equal to rmsNorm first; Qwen3's decode steps
  * through that path against transformers' logits; decodeAttentionResidual (one decodeAttention call:
  * the attention half of a decode step) bit-equal to the four fused ops it stands for, float32,
- * bfloat16, int8 and int4 weights, with and without q/k norms, GQA and MHA, float32 and bfloat16
- * caches, partial rotary, a bias and soft-capping.
+ * bfloat16, int8 and int4 weights, with and without the input norm and q/k norms (offset 0 and 1),
+ * GQA and MHA, float32, bfloat16 and float16 caches, v heads smaller than q/k's, positions 0 to
+ * capacity - 1, partial rotary, a bias and soft-capping, and with scratch that does not fit (the
+ * separate ops).
  * Then a decoder LM (stories260K) whose layers take the fused paths against the same model with them
  * switched off.
  */
@@ -312,36 +314,42 @@ for (const wdtype of ["float32", "bfloat16", "int8", "int4"] as const) {
   test(`decodeAttentionResidual (${wdtype} weights) is one decodeAttention call equal to normLinears, rotaryCacheWrite, cacheDecodeAttention and linearResidual`, async () => {
     const { cacheDecodeAttention } = await import("../src/tensor/paged_attention.js");
     const { normLinearsQuantized, linearResidualQuantized } = await import("../src/tensor/fused_quantized.js");
-    const [K, D, cap, at] = [64, 16, 8, 5];
+    const [K, D, cap] = [64, 16, 8];
     const cases = [
-      { B: 1, Hq: 4, Hkv: 2, R: 16, qkNorm: true, bias: false, kv: "float32", softcap: 0 },
-      { B: 2, Hq: 4, Hkv: 4, R: 8, qkNorm: false, bias: true, kv: "bfloat16", softcap: 0.5 },
+      { B: 1, Hq: 4, Hkv: 2, Dv: 16, R: 16, at: 5, norm: true, qkNorm: 0, bias: false, kv: "float32", softcap: 0, scratch: true },
+      { B: 2, Hq: 4, Hkv: 4, Dv: 16, R: 8, at: 7, norm: true, qkNorm: null, bias: true, kv: "bfloat16", softcap: 0.5, scratch: true },
+      // float16 buffers take static_attention's general path; no input norm; Gemma-style (1 + w) q/k norms.
+      { B: 2, Hq: 8, Hkv: 1, Dv: 8, R: 16, at: 0, norm: false, qkNorm: 1, bias: false, kv: "float16", softcap: 0, scratch: true },
+      // Scratch of the wrong shape: the separate ops (same values).
+      { B: 1, Hq: 4, Hkv: 2, Dv: 16, R: 16, at: 3, norm: true, qkNorm: 0, bias: true, kv: "float32", softcap: 0, scratch: false },
     ] as const;
     let seed = 100;
     for (const c of cases) {
+      const what = JSON.stringify(c);
       const weight = (n: number, k: number): torch.ProjectionWeight => wdtype === "int8" || wdtype === "int4"
         ? { ...torch.quantizeBlocks(rand([n, k], seed++), wdtype === "int8" ? 8 : 4), bits: wdtype === "int8" ? 8 : 4 }
         : rand([n, k], seed++).to(wdtype);
-      const qkv = [weight(c.Hq * D, K), weight(c.Hkv * D, K), weight(c.Hkv * D, K)], o = weight(K, c.Hq * D);
-      const bias = c.bias ? rand([K], seed++) : null, norm = { weight: rand([K], seed++), eps: 1e-6, offset: 0 };
-      const qkNorm = c.qkNorm ? { q: rand([D], seed++), k: rand([D], seed++), eps: 1e-6, offset: 0 } : null;
+      const qkv = [weight(c.Hq * D, K), weight(c.Hkv * D, K), weight(c.Hkv * c.Dv, K)], o = weight(K, c.Hq * c.Dv);
+      const bias = c.bias ? rand([K], seed++) : null, norm = c.norm ? { weight: rand([K], seed++), eps: 1e-6, offset: 0 } : null;
+      const qkNorm = c.qkNorm === null ? null : { q: rand([D], seed++), k: rand([D], seed++), eps: 1e-6, offset: c.qkNorm };
       const x = rand([c.B, 1, K], seed++), residual = rand([c.B, 1, K], seed++);
       const cos = rand([c.B, 1, c.R], seed++), sin = rand([c.B, 1, c.R], seed++);
-      const buffers = () => [rand([c.B, cap, c.Hkv, D], 90).to(c.kv), rand([c.B, cap, c.Hkv, D], 91).to(c.kv)];
+      const buffers = () => [rand([c.B, cap, c.Hkv, D], 90).to(c.kv), rand([c.B, cap, c.Hkv, c.Dv], 91).to(c.kv)];
       const [kBuf, vBuf] = buffers(), [kBuf2, vBuf2] = buffers();
-      const heads = { numHeads: c.Hq, numKvHeads: c.Hkv, headDim: D, scale: D ** -0.5, softcap: c.softcap };
-      const outs = { q: torch.zeros([c.B, 1, c.Hq, D]), k: torch.zeros([c.B, 1, c.Hkv, D]), v: torch.zeros([c.B, 1, c.Hkv, D]) };
+      const heads = { numHeads: c.Hq, numKvHeads: c.Hkv, headDim: D, valueDim: c.Dv, scale: D ** -0.5, softcap: c.softcap };
+      const outs = { q: torch.zeros([c.B, 1, c.Hq, D]), k: torch.zeros([c.B, 1, c.Hkv, D]), v: torch.zeros([c.B, 1, c.Hkv, c.scratch ? c.Dv : c.Dv + 1]) };
       let y: torch.Tensor | null = null;
-      const ops = kernelsOf(() => (y = torch.decodeAttentionResidual(x, norm, qkv, qkNorm, cos, sin, { keyBuffer: kBuf, valueBuffer: vBuf, at }, heads, o, bias, residual, outs)));
-      assert.deepEqual(ops, ["decodeAttention"], `${JSON.stringify(c)}: one kernel call`);
+      const ops = kernelsOf(() => (y = torch.decodeAttentionResidual(x, norm, qkv, qkNorm, cos, sin, { keyBuffer: kBuf, valueBuffer: vBuf, at: c.at }, heads, o, bias, residual, outs)));
+      assert.equal(ops.includes("decodeAttention"), c.scratch, `${what}: one kernel call only with fitting scratch`);
+      if (c.scratch) assert.deepEqual(ops, ["decodeAttention"], what);
       const quant = wdtype === "int8" || wdtype === "int4";
       const [q, k, v] = (quant ? normLinearsQuantized(x, norm, qkv as never) : torch.normLinears(x, norm, qkv as torch.Tensor[]))
-        .map((t, i) => t.view(c.B, 1, i === 0 ? c.Hq : c.Hkv, D));
-      const a = cacheDecodeAttention(torch.rotaryCacheWrite(q, k, v, cos, sin, kBuf2, vBuf2, at, qkNorm), kBuf2, vBuf2, at, { scale: heads.scale, softcap: c.softcap });
+        .map((t, i) => t.view(c.B, 1, i === 0 ? c.Hq : c.Hkv, i === 2 ? c.Dv : D));
+      const a = cacheDecodeAttention(torch.rotaryCacheWrite(q, k, v, cos, sin, kBuf2, vBuf2, c.at, qkNorm), kBuf2, vBuf2, c.at, { scale: heads.scale, softcap: c.softcap });
       const y2 = quant ? linearResidualQuantized(a, o as never, bias, residual) : torch.linearResidual(a, o as torch.Tensor, bias, residual);
-      await close(y!, y2, 0, `${JSON.stringify(c)}: out`);
-      await close(kBuf, kBuf2, 0, `${JSON.stringify(c)}: key buffer`);
-      await close(vBuf, vBuf2, 0, `${JSON.stringify(c)}: value buffer`);
+      await close(y!, y2, 0, `${what}: out`);
+      await close(kBuf, kBuf2, 0, `${what}: key buffer`);
+      await close(vBuf, vBuf2, 0, `${what}: value buffer`);
     }
   });
 }

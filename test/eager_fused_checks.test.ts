@@ -2,7 +2,9 @@
  * Bad input to the eager fused paths: an attention call whose rotary tables or k/v do not fit
  * throws a clear error and leaves its KV cache as it was (the next call's output equals that of a
  * cache that never saw the failed call, and the plain ops' within rounding); rotaryCacheWrite with
- * rotary tables applyRotary refuses throws applyRotary's error and writes nothing; every fused op,
+ * rotary tables applyRotary refuses throws applyRotary's error and writes nothing; the same for a
+ * decode step through forwardResidual (the fused decodeAttention path), whose checks run before it
+ * reserves the cache room, including a norm weight the kernel does not take; every fused op,
  * and quantizeBlocks with a weight arena, refuses tensors on two devices (a host-memory device
  * without kernels stands for the second), naming both, as the plain ops do.
  */
@@ -10,6 +12,7 @@ import assert from "node:assert/strict";
 import { test } from "node:test";
 import * as torch from "../src/index.js";
 import { RotaryAttention } from "../src/nn/attention.js";
+import { RMSNorm } from "../src/nn/layers.js";
 import { gatedMlpResidualQuantized, linearResidualQuantized, normLinearsQuantized } from "../src/tensor/fused_quantized.js";
 import { KVCache } from "../src/transformers/cache_utils.js";
 import { HostOnlyDevice } from "./helpers/host_only_device.js";
@@ -41,7 +44,21 @@ test("an attention call with rotary tables or k/v that do not fit throws a clear
     ["batch of 2 for a cache of 1", () => attn.forward(rand([2, 1, hidden], 42), ...rope(2, 1, d, 61) as [torch.Tensor, torch.Tensor], null, cache),
       /KV cache: keys \[2,1,1,8\] and values \[2,1,1,8\] do not fit the cached ones \[1, ·, 1, 8\]/],
   ];
-  for (const [what, call, error] of bad) {
+  // The same through forwardResidual (a decode step's fused decodeAttention path where it fits),
+  // and a norm weight of a dtype no kernel takes (int32).
+  const norm = new RMSNorm(hidden, 1e-6), intNorm = new RMSNorm(hidden, 1e-6);
+  norm.weight.set(rand([hidden], 70));
+  intNorm.weight.set(torch.zeros([hidden], { dtype: "int32" }));
+  const viaResidual: [string, () => unknown, RegExp][] = [
+    ["cos for 2 positions, x of 1 (forwardResidual)", () => attn.forwardResidual(x1, norm, ...rope(1, 2, d, 60) as [torch.Tensor, torch.Tensor], null, cache, x1), /rotary: .* are incompatible/],
+    ["odd rotary dims (forwardResidual)", () => attn.forwardResidual(x1, norm, c1.narrow(2, 0, 5), s1.narrow(2, 0, 5), null, cache, x1), /rotary: .* are incompatible/],
+    ["batch of 2 for a cache of 1 (forwardResidual)", () => {
+      const x2 = rand([2, 1, hidden], 42);
+      return attn.forwardResidual(x2, norm, ...rope(2, 1, d, 61) as [torch.Tensor, torch.Tensor], null, cache, x2);
+    }, /KV cache: keys \[2,1,1,8\] and values \[2,1,1,8\] do not fit the cached ones \[1, ·, 1, 8\]/],
+    ["an int32 norm weight (forwardResidual)", () => attn.forwardResidual(x1, intNorm, c1, s1, null, cache, x1), /./],
+  ];
+  for (const [what, call, error] of [...bad, ...viaResidual]) {
     assert.throws(call, error, what);
     assert.equal(cache.seqLength, 3, `${what}: positions seen unchanged`);
     assert.equal(cache.storedLength, 3, `${what}: positions stored unchanged`);
@@ -116,6 +133,12 @@ test("the fused ops and quantizeBlocks' weight arena refuse tensors on two devic
   calls.push(["norm_linears_quantized", () => normLinearsQuantized(x, norm(g), [qw(gate), qw(up, true)])]);
   calls.push(["linear_residual_quantized", () => linearResidualQuantized(x, qw(w, true), null, r)]);
   calls.push(["gated_mlp_residual_quantized", () => gatedMlpResidualQuantized(x, norm(away(g)), qw(gate), qw(up), qw(down), null, r)]);
+  // decodeAttentionResidual: q/k/v [H*D, K], o [N, H*D], rotary [B, 1, D]; a weight or the room on the other device.
+  const [wq, wo] = [rand([H * D, K], 13), rand([N, H * D], 14)], room = { keyBuffer: kb, valueBuffer: kb, at: 1 };
+  const heads = { numHeads: H, numKvHeads: H, headDim: D, scale: 0.35, softcap: 0 };
+  const outs = { q: rand([B, 1, H, D], 15), k: rand([B, 1, H, D], 16), v: rand([B, 1, H, D], 17) };
+  calls.push(["decode_attention", () => torch.decodeAttentionResidual(x, norm(g), [wq, away(wq), wq], null, cos, cos, room, heads, wo, null, r, outs)]);
+  calls.push(["decode_attention", () => torch.decodeAttentionResidual(x, norm(g), [wq, wq, wq], null, cos, cos, { ...room, valueBuffer: away(kb) }, heads, wo, null, r, outs)]);
   for (const [op, call] of calls) assert.throws(call, two(op), op);
 
   const cpuArena = x.device.weightArena!(), hostDevice = away(x).device;

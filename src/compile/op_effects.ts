@@ -13,5 +13,6 @@ export const WRITTEN_ARGS: Readonly<Partial<Record<OpName, readonly number[]>>> 
   linearAdd: [4], linearQuantizedGroup: [5],
   linearArgmax: [3], pagedAttentionLinearAdd: [10], linearGroupLinearAdd: [7],
   linearGroupQuantized: [3], linearAddQuantized: [4], linearArgmaxQuantized: [3], normRotaryKVWrite: [1, 6, 7],
+  // (Made only by the eager front-end outside traces, never captured; listed for completeness.)
   decodeAttention: [3, 4, 5, 9, 10, 16],
 };

@@ -12,8 +12,7 @@ import { tidy } from "../tensor/scope.js";
 import type { Tensor } from "../tensor/tensor.js";
 import type { AttentionKVCache, KVReservation } from "./kv_cache.js";
 import { linearResidualQuantized, normLinearsQuantized } from "../tensor/fused_quantized.js";
-import { decodeAttentionFusable, decodeAttentionResidual, type ProjectionWeight } from "../tensor/fused_attention.js";
-import { hasKernel } from "../devices/kernels.js";
+import { decodeAttentionFusable, decodeAttentionResidual, type DecodeAttentionStep, type ProjectionWeight } from "../tensor/fused_attention.js";
 import { isPlainFloat, isPlainQuantized, Linear, RMSNorm } from "./layers.js";
 import { Module, type Parameter } from "./module.js";
 import { forwardLinears } from "./quantized.js";
@@ -130,7 +129,8 @@ export class RotaryAttention extends Module {
    * residual + forward(norm.forward(x), ...) (the attention half of a pre-norm decoder layer). With
    * plain float projections (no bias, no quantized or Hub weight) and a plain RMSNorm, the norm and
    * q/k/v are one kernel call (tensor/fused.ts normLinears), and with a plain float o_proj the output
-   * projection and the residual add are one (linearResidual), where the device has those kernels.
+   * projection and the residual add are one (linearResidual), where the device has those kernels;
+   * a decode step that fits fusedDecodeStep is one decodeAttention call altogether.
    */
   forwardResidual(x: Tensor, norm: Module & { forward(x: Tensor): Tensor }, cos: Tensor, sin: Tensor, mask: Tensor | null,
                   cache: AttentionKVCache | null, residual: Tensor): Tensor {
@@ -223,28 +223,33 @@ export class RotaryAttention extends Module {
    * decodeAttentionResidual: the norm, q/k/v, q_norm/k_norm, rotary, KV write, attention, o_proj
    * and residual in one kernel call) where it applies: one new position per row and no mask (the
    * caller checks), no window or sinks, a cache the caller writes (reserve) and attends in place, a
-   * plain input RMSNorm (or none), plain q/k/v (no bias) and o projections, float or
-   * block-quantized, plain q_norm/k_norm or none, and a device with the kernel. Otherwise null,
-   * with nothing done: the room is reserved only once everything else is known to fit (a reserved
-   * room that cannot be attended in place, e.g. a cache dtype the paged kernels do not take, is
-   * finished with the separate ops).
+   * plain input RMSNorm (or none), plain q/k/v (no bias; all float or all block-quantized of one bit
+   * width) and o projections, plain q_norm/k_norm or none, and a device with the kernel. Otherwise
+   * null, with nothing done: the room is reserved only once everything else has been checked
+   * (decodeAttentionFusable), so nothing after it throws on the caller's input; a reserved room
+   * that cannot be attended in place (a cache dtype the paged kernels do not take) is finished with
+   * the separate ops.
    */
   private fusedDecodeStep(x: Tensor, norm: (Module & { forward(x: Tensor): Tensor }) | null, cos: Tensor, sin: Tensor,
                           cache: AttentionKVCache, residual: Tensor): Tensor | null {
     const o = this.o;
-    if (o.window || this.sinks || attendsItself(cache) || !cache.reserve || !hasKernel("decodeAttention", x.device.type)) return null;
+    if (o.window || this.sinks || attendsItself(cache) || !cache.reserve) return null;
     const qkNorm = this.plainQKNorm();
     if (this.q_norm && !qkNorm) return null;
     if (norm && !(norm instanceof RMSNorm && norm.forward === RMSNorm.prototype.forward)) return null;
-    const weight = (l: Linear): ProjectionWeight | null => (l.bias ? null : isPlainFloat(l) ? l.weight.value : isPlainQuantized(l) ? l.quantized! : null);
-    const qkv = [this.q_proj, this.k_proj, this.v_proj].map(weight);
-    const ow = isPlainFloat(this.o_proj) ? this.o_proj.weight.value : isPlainQuantized(this.o_proj) ? this.o_proj.quantized! : null;
+    const weight = (l: Linear): ProjectionWeight | null => (isPlainFloat(l) ? l.weight.value : isPlainQuantized(l) ? l.quantized! : null);
+    const qkv = [this.q_proj, this.k_proj, this.v_proj].map((l) => (l.bias ? null : weight(l)));
+    const ow = weight(this.o_proj);
+    if (!ow || qkv.some((w) => !w)) return null;
     const B = x.shape[0], { numHeads: nq, numKvHeads: nkv, headDim: d } = o;
     const opts = this.attentionOptions(null);
-    const heads = { numHeads: nq, numKvHeads: nkv, headDim: d, scale: opts.scale, softcap: opts.softcap ?? 0 };
-    if (!ow || qkv.some((w) => !w) || !decodeAttentionFusable(x, qkv as ProjectionWeight[], ow, heads, residual, "float32")) return null;
+    const n = norm instanceof RMSNorm ? { weight: norm.weight.value, eps: norm.eps, offset: norm.offset } : null;
+    const step: DecodeAttentionStep = {
+      x, norm: n, qkv: qkv as ProjectionWeight[], qkNorm, cos, sin, o: ow, oBias: this.o_proj.bias?.value ?? null, residual,
+      heads: { numHeads: nq, numKvHeads: nkv, headDim: d, scale: opts.scale, softcap: opts.softcap ?? 0 },
+    };
+    if (!decodeAttentionFusable(step, "float32")) return null;
     const outs = { q: empty([B, 1, nq, d], "float32", x.device), k: empty([B, 1, nkv, d], "float32", x.device), v: empty([B, 1, nkv, d], "float32", x.device) };
-    checkRotary(outs.k, cos, sin);
     const room = cache.reserve(outs.k, outs.v, 0);
     if (!room) return null;
     if (room.length !== room.at + 1 || !canAttendInCache(outs.q, room.keyBuffer.dtype)) {
@@ -252,7 +257,6 @@ export class RotaryAttention extends Module {
       const out = this.attendReserved(qp.view(B, 1, nq, d), kp.view(B, 1, nkv, d), vp.view(B, 1, nkv, d), cos, sin, room, qkNorm, opts);
       return this.projectOut(out, residual);
     }
-    const n = norm instanceof RMSNorm ? { weight: norm.weight.value, eps: norm.eps, offset: norm.offset } : null;
-    return decodeAttentionResidual(x, n, qkv as ProjectionWeight[], qkNorm, cos, sin, room, heads, ow, this.o_proj.bias?.value ?? null, residual, outs);
+    return decodeAttentionResidual(x, n, step.qkv, qkNorm, cos, sin, room, step.heads, ow, step.oBias, residual, outs);
   }
 }

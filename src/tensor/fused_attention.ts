@@ -9,17 +9,17 @@
  *   out = residual + a @ wo^T + oBias.
  *
  * One `decodeAttention` kernel call where the device registers it (cpu: the four kernels below run
- * in turn inside one addon call), else the fused ops of ./fused.ts, ./fused_quantized.ts and
- * ./paged_attention.ts it stands for (normLinears, rotaryCacheWrite, cacheDecodeAttention,
- * linearResidual, or their quantized forms): the same kernels in the same order, so the same values.
- * What the single call saves is the JavaScript of three ops per layer and step (their checks,
- * views and output tensors) and three JS->native transitions.
+ * in turn inside one addon call), else the ops it stands for (normLinears, rotaryCacheWrite,
+ * cacheDecodeAttention or sdpa over the buffers, linearResidual, or their quantized forms), with
+ * the same kernels in the same order where the device has them, so the same values. What the single
+ * call saves is the JavaScript of three ops per layer and step (their checks, views and output
+ * tensors) and three JS->native transitions.
  */
 import { getKernel, hasKernel, type QuantizedWeight } from "../devices/kernels.js";
 import { linearResidual, normLinears, rotaryCacheWrite, type QKNormParams, type RmsNormParams } from "./fused.js";
 import { linearResidualQuantized, normLinearsQuantized, type BlockQuantized } from "./fused_quantized.js";
-import { cacheDecodeAttention, pagedKernelsTake } from "./paged_attention.js";
-import { checkSameDevice, empty } from "./ops.js";
+import { cacheDecodeAttention, canAttendInCache, pagedKernelsTake } from "./paged_attention.js";
+import { checkSameDevice, empty, scaledDotProductAttention } from "./ops.js";
 import { isFloating } from "./dtype.js";
 import type { Tensor } from "./tensor.js";
 import { traceObserver } from "./trace.js";
@@ -31,7 +31,10 @@ export type ProjectionWeight = Tensor | BlockQuantized;
 export interface DecodeAttentionHeads {
   readonly numHeads: number;
   readonly numKvHeads: number;
+  /** Head size of q and k (D). */
   readonly headDim: number;
+  /** Head size of v (Dv); default headDim. */
+  readonly valueDim?: number;
   /** Score scale (transformers: head_dim^-0.5 unless the family sets it). */
   readonly scale: number;
   /** tanh soft-capping of the scores; 0 = none. */
@@ -45,69 +48,85 @@ export interface DecodeAttentionRoom {
   readonly at: number;
 }
 
+/** decodeAttentionResidual's arguments but the room and the projections' scratch. */
+export interface DecodeAttentionStep {
+  readonly x: Tensor;
+  readonly norm: RmsNormParams | null;
+  readonly qkv: readonly ProjectionWeight[];
+  readonly qkNorm: QKNormParams | null;
+  readonly cos: Tensor;
+  readonly sin: Tensor;
+  readonly heads: DecodeAttentionHeads;
+  readonly o: ProjectionWeight;
+  readonly oBias: Tensor | null;
+  readonly residual: Tensor;
+}
+
 const quantized = (w: ProjectionWeight): w is BlockQuantized => "bits" in w;
 const rowsOf = (w: ProjectionWeight) => (quantized(w) ? w.q.shape[0] : w.shape[0]);
 const kernelWeight = (w: ProjectionWeight): Tensor | QuantizedWeight =>
   quantized(w) ? { q: w.q.contiguous(), scales: w.scales.contiguous(), bits: w.bits } : w.contiguous();
+const shapeIs = (t: Tensor, s: readonly number[]) => t.ndim === s.length && t.shape.every((n, i) => n === s[i]);
 
 /**
- * Whether decodeAttentionResidual would run as one kernel call on x's device for these weights,
- * heads and residual, with cache buffers of `kvDtype` (so a caller may check before it reserves
- * the cache room): not tracing; the device has `decodeAttention` and its paged kernels take
- * `kvDtype`; x float32 [B, 1, K]; wq/wk/wv [Hq*D | Hkv*D | Hkv*D, K] all float or all
- * block-quantized of one bit width; o [N, Hq*D]; residual float32 [B, 1, N]. (The room, the
- * rotary tables and the norms' weights are checked by decodeAttentionResidual.)
+ * Whether decodeAttentionResidual runs `s` as one kernel call on x's device with cache buffers of
+ * `kvDtype` (a caller checks this before it reserves the cache room, so that nothing the call
+ * takes can throw after it): not tracing; the device has `decodeAttention` and its paged kernels
+ * take `kvDtype`; x float32 [B, 1, K]; norm weight [K] float or null; wq/wk/wv [Hq*D | Hkv*D |
+ * Hkv*Dv, K] all float or all block-quantized of one bit width; qkNorm weights [D] of one float
+ * dtype or null; cos/sin [B, 1, R] (R <= D, even); o [N, Hq*Dv] with oBias [N] float or null;
+ * residual float32 [B, 1, N]. Throws checkSameDevice's error for tensors on several devices.
  */
-export function decodeAttentionFusable(x: Tensor, qkv: readonly ProjectionWeight[], o: ProjectionWeight, heads: DecodeAttentionHeads,
-                                       residual: Tensor, kvDtype: string): boolean {
+export function decodeAttentionFusable(s: DecodeAttentionStep, kvDtype: string): boolean {
+  const { x, norm, qkv, qkNorm, cos, sin, heads, o, oBias, residual } = s;
+  const parts = (w: ProjectionWeight) => (quantized(w) ? [w.q, w.scales] : [w]);
+  checkSameDevice("decode_attention", x, norm?.weight, ...qkv.flatMap(parts), qkNorm?.q, qkNorm?.k, cos, sin, ...parts(o), oBias, residual);
   const dev = x.device.type;
   if (traceObserver() !== null || !hasKernel("decodeAttention", dev) || !pagedKernelsTake(dev, kvDtype)) return false;
   if (x.dtype !== "float32" || x.ndim !== 3 || x.shape[1] !== 1 || x.shape[0] < 1) return false;
-  const { numHeads: Hq, numKvHeads: Hkv, headDim: D } = heads;
+  const { numHeads: Hq, numKvHeads: Hkv, headDim: D, valueDim: Dv = D } = heads;
   const fits = (w: ProjectionWeight, n: number, k: number) => quantized(w)
     ? k % 32 === 0 && w.q.dtype === "int32" && w.scales.dtype === "float32" && w.q.ndim === 2 && w.q.shape[0] === n
       && w.q.shape[1] === (k * w.bits) / 32 && w.scales.ndim === 2 && w.scales.shape[0] === n && w.scales.shape[1] === k / 32
     : w.ndim === 2 && w.shape[0] === n && w.shape[1] === k && isFloating(w.dtype);
   const bits = (w: ProjectionWeight) => (quantized(w) ? w.bits : 0);
-  const [B, , K] = x.shape, N = rowsOf(o), r = residual.shape;
-  return qkv.length === 3 && Hq % Hkv === 0 && fits(qkv[0], Hq * D, K) && fits(qkv[1], Hkv * D, K) && fits(qkv[2], Hkv * D, K)
-    && qkv.every((w) => bits(w) === bits(qkv[0])) && fits(o, N, Hq * D)
-    && residual.dtype === "float32" && residual.ndim === 3 && r[0] === B && r[1] === 1 && r[2] === N;
+  const floatOf = (t: Tensor, shape: readonly number[]) => shapeIs(t, shape) && isFloating(t.dtype);
+  const [B, , K] = x.shape, N = rowsOf(o), R = cos.shape[cos.ndim - 1];
+  return qkv.length === 3 && Hkv >= 1 && Hq % Hkv === 0 && fits(qkv[0], Hq * D, K) && fits(qkv[1], Hkv * D, K) && fits(qkv[2], Hkv * Dv, K)
+    && qkv.every((w) => bits(w) === bits(qkv[0])) && fits(o, N, Hq * Dv) && (!oBias || floatOf(oBias, [N]))
+    && residual.dtype === "float32" && shapeIs(residual, [B, 1, N]) && (!norm || floatOf(norm.weight, [K]))
+    && (!qkNorm || (floatOf(qkNorm.q, [D]) && floatOf(qkNorm.k, [D]) && qkNorm.q.dtype === qkNorm.k.dtype))
+    && shapeIs(cos, [B, 1, R]) && shapeIs(sin, [B, 1, R]) && R % 2 === 0 && R <= D;
 }
 
 /**
  * The decode step above. x float32 [B, 1, K]; norm (input_layernorm) or null; qkv = [wq [Hq*D, K],
  * wk [Hkv*D, K], wv [Hkv*Dv, K]] (no bias); qkNorm or null; cos/sin [B, 1, R] (R <= D, even);
- * room: the cache buffers (contiguous, float32/16/bf16) and `at`, whose positions [0, at] of row b
- * are row b's keys (at, the new one, written here; one kernel call needs Dv = D, other head sizes
- * take the separate ops); o [N, Hq*Dv] with oBias [N] or null; residual
- * float32 [B, 1, N]. `outs` are scratch for the projections (float32 [B, 1, Hq, D], [B, 1, Hkv, D],
- * [B, 1, Hkv, Dv], e.g. the k and v the caller reserved the room with); their values afterwards
- * are unspecified.
- * Returns float32 [B, 1, N]. Throws checkSameDevice's error for tensors on several devices, and
- * for shapes the kernel does not take, whatever the separate ops throw (RangeError).
+ * room: the cache buffers [B, capacity, Hkv, D|Dv] (contiguous, float32/16/bf16) and `at`, whose
+ * positions [0, at] of row b are row b's keys (at, the new one, written here); o [N, Hq*Dv] with
+ * oBias [N] or null; residual float32 [B, 1, N]. `outs` are scratch for the projections (float32
+ * [B, 1, Hq, D], [B, 1, Hkv, D], [B, 1, Hkv, Dv], e.g. the k and v the caller reserved the room
+ * with); their values afterwards are unspecified. Returns float32 [B, 1, N]. One kernel call where
+ * decodeAttentionFusable holds for the buffers' dtype and the room fits, else the separate ops
+ * (attention through the paged decode kernel where the device's takes the buffers, else sdpa over
+ * them), which throw what those ops throw (checkSameDevice's error, RangeError for shapes).
  */
 export function decodeAttentionResidual(x: Tensor, norm: RmsNormParams | null, qkv: readonly ProjectionWeight[], qkNorm: QKNormParams | null,
                                         cos: Tensor, sin: Tensor, room: DecodeAttentionRoom, heads: DecodeAttentionHeads,
                                         o: ProjectionWeight, oBias: Tensor | null, residual: Tensor,
                                         outs: { q: Tensor; k: Tensor; v: Tensor }): Tensor {
-  const parts = (w: ProjectionWeight) => (quantized(w) ? [w.q, w.scales] : [w]);
-  checkSameDevice("decode_attention", x, norm?.weight, ...qkv.flatMap(parts), qkNorm?.q, qkNorm?.k, cos, sin, room.keyBuffer, room.valueBuffer,
-    ...parts(o), oBias, residual, outs.q, outs.k, outs.v);
-  const { numHeads: Hq, numKvHeads: Hkv, headDim: D } = heads;
+  const step: DecodeAttentionStep = { x, norm, qkv, qkNorm, cos, sin, heads, o, oBias, residual };
   const { keyBuffer: kBuf, valueBuffer: vBuf, at } = room;
-  const B = x.shape[0], Dv = vBuf.shape[3], cap = kBuf.shape[1], N = rowsOf(o), R = cos.shape[2];
-  const shapeIs = (t: Tensor, s: number[]) => t.ndim === s.length && t.shape.every((n, i) => n === s[i]);
-  const fits = decodeAttentionFusable(x, qkv, o, heads, residual, kBuf.dtype) && Dv === D
-    && shapeIs(kBuf, [B, cap, Hkv, D]) && shapeIs(vBuf, [B, cap, Hkv, Dv]) && kBuf.dtype === vBuf.dtype && kBuf.isContiguous && vBuf.isContiguous
+  checkSameDevice("decode_attention", x, kBuf, vBuf, outs.q, outs.k, outs.v);
+  const { numHeads: Hq, numKvHeads: Hkv, headDim: D, valueDim: Dv = D } = heads;
+  const B = x.shape[0], cap = kBuf.shape[1];
+  const fits = decodeAttentionFusable(step, kBuf.dtype) && shapeIs(kBuf, [B, cap, Hkv, D]) && shapeIs(vBuf, [B, cap, Hkv, Dv])
+    && kBuf.dtype === vBuf.dtype && kBuf.isContiguous && vBuf.isContiguous && kBuf.offset === 0 && vBuf.offset === 0
     && Number.isInteger(at) && at >= 0 && at < cap
     && shapeIs(outs.q, [B, 1, Hq, D]) && shapeIs(outs.k, [B, 1, Hkv, D]) && shapeIs(outs.v, [B, 1, Hkv, Dv])
-    && [outs.q, outs.k, outs.v].every((t) => t.dtype === "float32" && t.isContiguous)
-    && shapeIs(cos, [B, 1, R]) && shapeIs(sin, [B, 1, R]) && R % 2 === 0 && R <= D
-    && (!oBias || shapeIs(oBias, [N])) && (!norm || shapeIs(norm.weight, [x.shape[2]]))
-    && (!qkNorm || (shapeIs(qkNorm.q, [D]) && shapeIs(qkNorm.k, [D]) && qkNorm.q.dtype === qkNorm.k.dtype && isFloating(qkNorm.q.dtype)));
-  if (!fits) return composed(x, norm, qkv, qkNorm, cos, sin, room, heads, o, oBias, residual);
-  const out = empty([B, 1, N], "float32", x.device);
+    && [outs.q, outs.k, outs.v].every((t) => t.dtype === "float32" && t.isContiguous);
+  if (!fits) return composed(step, room);
+  const out = empty([B, 1, rowsOf(o)], "float32", x.device);
   const f32 = (t: Tensor) => (t.dtype === "float32" ? t : t.to("float32")).contiguous();
   getKernel("decodeAttention", x.device.type)(x.reshape(B, x.shape[2]).contiguous(), norm && { weight: norm.weight.contiguous(), eps: norm.eps, offset: norm.offset },
     qkv.map(kernelWeight), outs.q, outs.k, outs.v, qkNorm && { q: qkNorm.q.contiguous(), k: qkNorm.k.contiguous(), eps: qkNorm.eps, offset: qkNorm.offset },
@@ -116,16 +135,23 @@ export function decodeAttentionResidual(x: Tensor, norm: RmsNormParams | null, q
   return out;
 }
 
-/** decodeAttentionResidual as the separate fused ops (same kernels, same order, same values). */
-function composed(x: Tensor, norm: RmsNormParams | null, qkv: readonly ProjectionWeight[], qkNorm: QKNormParams | null, cos: Tensor, sin: Tensor,
-                  room: DecodeAttentionRoom, heads: DecodeAttentionHeads, o: ProjectionWeight, oBias: Tensor | null, residual: Tensor): Tensor {
-  const { numHeads: Hq, numKvHeads: Hkv, headDim: D, scale, softcap } = heads;
-  const B = x.shape[0], Dv = room.valueBuffer.shape[3];
+/** decodeAttentionResidual as the separate ops (the same kernels in the same order where the device has them). */
+function composed(s: DecodeAttentionStep, room: DecodeAttentionRoom): Tensor {
+  const { x, norm, qkv, qkNorm, cos, sin, heads, o, oBias, residual } = s;
+  const { numHeads: Hq, numKvHeads: Hkv, headDim: D, valueDim: Dv = D, scale, softcap } = heads;
+  const { keyBuffer: kBuf, valueBuffer: vBuf, at } = room;
+  const B = x.shape[0];
   const projected = qkv.every(quantized) ? normLinearsQuantized(x, norm, qkv as BlockQuantized[])
     : qkv.some(quantized) ? null : normLinears(x, norm, qkv as Tensor[]);
   if (!projected) throw new RangeError("decode_attention: the q/k/v weights must be all float or all block-quantized");
   const [q, k, v] = projected.map((t, i) => t.view(B, 1, [Hq, Hkv, Hkv][i], [D, D, Dv][i]));
-  const qr = rotaryCacheWrite(q, k, v, cos, sin, room.keyBuffer, room.valueBuffer, room.at, qkNorm);
-  const a = cacheDecodeAttention(qr, room.keyBuffer, room.valueBuffer, room.at, { scale, softcap });
+  const qr = rotaryCacheWrite(q, k, v, cos, sin, kBuf, vBuf, at, qkNorm);
+  let a: Tensor;
+  if (canAttendInCache(qr, kBuf.dtype)) {
+    a = cacheDecodeAttention(qr, kBuf, vBuf, at, { scale, softcap });
+  } else {
+    const keys = kBuf.narrow(1, 0, at + 1).transpose(1, 2), values = vBuf.narrow(1, 0, at + 1).transpose(1, 2);
+    a = scaledDotProductAttention(qr.transpose(1, 2), keys, values, { scale, softcap }).transpose(1, 2).reshape(B, 1, Hq * Dv);
+  }
   return quantized(o) ? linearResidualQuantized(a, o, oBias, residual) : linearResidual(a, o, oBias, residual);
 }

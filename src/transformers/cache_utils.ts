@@ -84,7 +84,6 @@ export class LayerKVCache implements AttentionKVCache {
     const L = k.shape[1];
     const kept = this.end - this.start, need = kept + L;
     if (window > 0 && need > 2 * window) return null;
-    this.seen += L;
     const capacity = this.capacity;
     if (this.end + L > capacity) {
       if (need <= capacity) this.moveToFront();
@@ -96,6 +95,8 @@ export class LayerKVCache implements AttentionKVCache {
         this.reallocate(k, v, window > 0 ? Math.max(need, Math.min(wanted, 2 * window)) : wanted);
       }
     }
+    // Counted once the room is made: an overflow throws with the cache as it was.
+    this.seen += L;
     const at = this.end, start = this.start, keyBuffer = this.keys!, valueBuffer = this.values!;
     this.end += L;
     if (window > 0) this.start = Math.max(this.start, this.end - (window - 1));

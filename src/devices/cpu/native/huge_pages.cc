@@ -92,7 +92,7 @@ napi_value AllocateHuge(napi_env env, napi_callback_info info) {
   const size_t bytes = m.bytes;
   Region* r = new Region{base, bytes};
   if (napi_create_external_arraybuffer(env, base, static_cast<size_t>(n), free_region, r, &result) != napi_ok) {
-    munmap(base, bytes);
+    unmap_huge(m);
     delete r;
     bool pending = false;
     napi_is_exception_pending(env, &pending);
