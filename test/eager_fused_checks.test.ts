@@ -4,7 +4,8 @@
  * cache that never saw the failed call, and the plain ops' within rounding); rotaryCacheWrite with
  * rotary tables applyRotary refuses throws applyRotary's error and writes nothing; the same for a
  * decode step through forwardResidual (the fused decodeAttention path), whose checks run before it
- * reserves the cache room, including a norm weight the kernel does not take; every fused op,
+ * reserves the cache room, including a norm weight the kernel does not take; a static cache's
+ * overflow throws with its positions unchanged; every fused op,
  * and quantizeBlocks with a weight arena, refuses tensors on two devices (a host-memory device
  * without kernels stands for the second), naming both, as the plain ops do.
  */
@@ -76,6 +77,17 @@ test("an attention call with rotary tables or k/v that do not fit throws a clear
   (plainCache as { reserve?: unknown }).reserve = undefined;
   const plain = await step(plainCache);
   assert.ok(got.every((g, i) => Math.abs(g - plain[i]) <= 1e-6), `plain ops: ${plain} vs ${got}`);
+});
+
+test("a static KV cache that would overflow throws and leaves its positions as they were", () => {
+  const cache = new KVCache(1, "static", 4).layers[0];
+  cache.update(rand([1, 3, 1, 8], 80), rand([1, 3, 1, 8], 81));
+  assert.equal(cache.seqLength, 3);
+  for (const reserve of [false, true]) {
+    const k = rand([1, 2, 1, 8], 82), v = rand([1, 2, 1, 8], 83);
+    assert.throws(() => (reserve ? cache.reserve(k, v) : cache.update(k, v)), /static KV cache overflow: 5 positions needed, max_cache_len is 4/);
+    assert.equal(cache.seqLength, 3, `${reserve ? "reserve" : "update"}: positions seen unchanged`);
+  }
 });
 
 test("rotaryCacheWrite with sin of another shape than cos, odd rotary dims or more rotary dims than D throws rotary's error and writes nothing", async () => {
