@@ -12,7 +12,7 @@ import { tidy } from "../tensor/scope.js";
 import type { Tensor } from "../tensor/tensor.js";
 import type { AttentionKVCache, KVReservation } from "./kv_cache.js";
 import { linearResidualQuantized, normLinearsQuantized } from "../tensor/fused_quantized.js";
-import { decodeAttentionFusable, decodeAttentionResidual, type DecodeAttentionStep, type ProjectionWeight } from "../tensor/fused_attention.js";
+import { decodeAttentionPlan, type DecodeAttentionStep, type ProjectionWeight } from "../tensor/fused_attention.js";
 import { isPlainFloat, isPlainQuantized, Linear, RMSNorm } from "./layers.js";
 import { Module, type Parameter } from "./module.js";
 import { forwardLinears } from "./quantized.js";
@@ -226,7 +226,7 @@ export class RotaryAttention extends Module {
    * plain input RMSNorm (or none), plain q/k/v (no bias; all float or all block-quantized of one bit
    * width) and o projections, plain q_norm/k_norm or none, and a device with the kernel. Otherwise
    * null, with nothing done: the room is reserved only once everything else has been checked
-   * (decodeAttentionFusable), so nothing after it throws on the caller's input; a reserved room
+   * (decodeAttentionPlan), so nothing after it throws on the caller's input; a reserved room
    * that cannot be attended in place (a cache dtype the paged kernels do not take) is finished with
    * the separate ops.
    */
@@ -248,7 +248,8 @@ export class RotaryAttention extends Module {
       x, norm: n, qkv: qkv as ProjectionWeight[], qkNorm, cos, sin, o: ow, oBias: this.o_proj.bias?.value ?? null, residual,
       heads: { numHeads: nq, numKvHeads: nkv, headDim: d, scale: opts.scale, softcap: opts.softcap ?? 0 },
     };
-    if (!decodeAttentionFusable(step, "float32")) return null;
+    const plan = decodeAttentionPlan(step);
+    if (!plan) return null;
     const outs = { q: empty([B, 1, nq, d], "float32", x.device), k: empty([B, 1, nkv, d], "float32", x.device), v: empty([B, 1, nkv, d], "float32", x.device) };
     const room = cache.reserve(outs.k, outs.v, 0);
     if (!room) return null;
@@ -257,6 +258,6 @@ export class RotaryAttention extends Module {
       const out = this.attendReserved(qp.view(B, 1, nq, d), kp.view(B, 1, nkv, d), vp.view(B, 1, nkv, d), cos, sin, room, qkNorm, opts);
       return this.projectOut(out, residual);
     }
-    return decodeAttentionResidual(x, n, step.qkv, qkNorm, cos, sin, room, step.heads, ow, step.oBias, residual, outs);
+    return plan.run(room, outs);
   }
 }

@@ -7,4 +7,4 @@ export * from "./ops.js";
 export * from "./spatial.js";
 export { tidy, keep } from "./scope.js";
 export { siluMul, gatedMlpResidual, linearResidual, normLinears, rotaryCacheWrite, type RmsNormParams } from "./fused.js";
-export { decodeAttentionResidual, type DecodeAttentionHeads, type DecodeAttentionRoom, type ProjectionWeight } from "./fused_attention.js";
+export { decodeAttentionPlan, decodeAttentionResidual, type DecodeAttentionHeads, type DecodeAttentionPlan, type DecodeAttentionRoom, type DecodeAttentionStep, type ProjectionWeight } from "./fused_attention.js";

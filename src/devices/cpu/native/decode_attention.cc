@@ -5,7 +5,7 @@
 // (linear_group, rotary_kv_write, static_attention, linear_add), so its results equal theirs bit
 // for bit; what it saves is three calls' JavaScript (their checks, views and output tensors) and
 // three JS->native transitions per layer and token: a decode forward of the Qwen3-0.6B-shaped
-// model with every kernel stubbed out took 0.40 ms of JavaScript with the four calls and 0.24-0.27
+// model with every kernel stubbed out took 0.40 ms of JavaScript with the four calls and 0.24-0.29
 // with this one (~5 us a layer; AMD EPYC Zen 5).
 #include <vector>
 
