@@ -167,14 +167,19 @@ export function blockQuantCases(): Case[] {
     // int8: 5 64-byte steps + 1 block, or 11 32-byte steps).
     linearQuantizedCase("int4, 1 row, K=704 (5 lines + 2 blocks), 10 outputs, float32 bias", 4, 1, 10, 704, rng, "float32"),
     linearQuantizedCase("int8, 1 row, K=352 (5 steps + 1 block), 7 outputs", 8, 1, 7, 352, rng, null),
-    // One row of whole lines, K <= 1024: avx512-vnni holds the activation codes in registers for
-    // every row of W (1, 3, 5 and 7 lines: a row's scales in one masked vector, two, two masked);
-    // K = 1152 is past that and takes the kernel of the cases above.
+    // One row of whole lines, K = 128, 256, .., 1024: avx512-vnni holds the activation codes in
+    // registers for every row of W, 4 lines (16 blocks) at a time: 1, 3, 5, 7 and 8 lines take
+    // one group of 1 or 3 lines (its scales in one masked vector), two groups with a second of 1
+    // or 3 lines, and two whole groups; K = 1152 is past that and takes the kernel of the cases above.
     linearQuantizedCase("int4, 1 row, K=128 (1 line), 19 outputs, float32 bias", 4, 1, 19, 128, rng, "float32"),
     linearQuantizedCase("int4, 1 row, K=384 (3 lines), 11 outputs", 4, 1, 11, 384, rng, null),
     linearQuantizedCase("int4, 1 row, K=640 (5 lines), 6 outputs, bfloat16 bias", 4, 1, 6, 640, rng, "bfloat16"),
     linearQuantizedCase("int4, 1 row, K=896 (7 lines), 70 outputs", 4, 1, 70, 896, rng, null),
+    linearQuantizedCase("int4, 1 row, K=1024 (8 lines), 33 outputs, float32 bias", 4, 1, 33, 1024, rng, "float32"),
     linearQuantizedCase("int4, 1 row, K=1152 (9 lines), 5 outputs", 4, 1, 5, 1152, rng, null),
+    // K = 0: an empty product, the output is the bias (or zero).
+    linearQuantizedCase("int4, 1 row, K=0, 5 outputs, float32 bias", 4, 1, 5, 0, rng, "float32"),
+    linearQuantizedCase("int8, 2 rows, K=0, 3 outputs, bfloat16 bias", 8, 2, 3, 0, rng, "bfloat16"),
     // 2-3 rows (int8 on every tier): 2 accumulators per row, rounds plus a remainder and a tail.
     linearQuantizedCase("int8, 2 rows, K=352, 9 outputs, float32 bias", 8, 2, 9, 352, rng, "float32"),
     linearQuantizedCase("int8, 3 rows, K=416 (6 64-byte steps + 1 block, 13 32-byte steps), 5 outputs", 8, 3, 5, 416, rng, null),
@@ -183,6 +188,7 @@ export function blockQuantCases(): Case[] {
     linearQuantizedGroupCase("int8 group of 2, 1 row, K=160, 30/49 outputs", 8, 1, [30, 49], 160, rng),
     linearQuantizedGroupCase("int4 group of 2, 1 row, K=512 (whole lines), 40/24 outputs", 4, 1, [40, 24], 512, rng),
     linearQuantizedGroupCase("int4 group of 2, 3 rows, K=96", 4, 3, [9, 26], 96, rng),
+    linearQuantizedGroupCase("int4 group of 3, 1 row, K=0 (the bias, zeros)", 4, 1, [3, 4, 2], 0, rng),
     linearQuantizedGroupCase("int8 group of 3, 6 rows (GEMM sizes), K=64", 8, 6, [5, 17, 3], 64, rng),
   ];
 }

@@ -742,7 +742,7 @@ napi_value LinearQuantizedGroup(napi_env env, napi_callback_info info) {
   for (int w = 0; w < 3 && !args.failed(); ++w) {
     const size_t a = 4 + 6 * w;
     const Buffer q = args.buffer(a, "q", w == 2);
-    if (!q.data) break;
+    if (!q.given) break;  // a third q of null (an empty one, K = 0, is a weight)
     const Buffer scales = args.buffer(a + 1, "scales"), bias = args.buffer(a + 2, "bias", true);
     const int bdt = args.dtype(a + 3, "biasDtype");
     const Buffer out = args.buffer(a + 4, "out");

@@ -73,6 +73,7 @@ Buffer Args::buffer(size_t i, const char* name, bool nullable) {
       return b;
     b.data = r.buffer.data;
     b.bytes = r.buffer.bytes;
+    b.given = true;
     return b;
   }
   napi_valuetype t;
@@ -86,6 +87,7 @@ Buffer Args::buffer(size_t i, const char* name, bool nullable) {
   size_t length = 0;
   napi_get_typedarray_info(env_, argv_[i], &type, &length, &b.data, nullptr, nullptr);
   b.bytes = length * typedarray_element_size(type);
+  b.given = true;
   return b;
 }
 

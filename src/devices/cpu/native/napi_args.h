@@ -17,6 +17,7 @@ struct Buffer {
   void* data = nullptr;
   size_t bytes = 0;
   const char* name = "";
+  bool given = false;  // a TypedArray was passed (data may be null for an empty one)
 };
 
 // One argument of a call recorded into a native graph (graph.cc), read once when the graph is

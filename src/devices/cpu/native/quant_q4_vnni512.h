@@ -9,8 +9,7 @@
 // spends 14 (two 32-byte broadcasts and shifts, two scale spreads, two conversions, ...). The same
 // integer products as llama.cpp's ggml_vec_dot_q4_0_q8_0, summed exactly in int32 lanes of 8
 // products, each lane scaled by d_w * d_a in float32, then summed in float32 (one activation row of
-// K <= 1024, q4_rows_resident: the offset correction added per block in float32 instead, results
-// within float32 rounding of these).
+// K = 128, 256, .., 1024, q4_rows_resident: each block's exact int32 sum scaled instead).
 //
 // Activation rows: quant_q4_act.h's layout with 4 blocks per chunk (128 values; q4_row_bytes(K)
 // bytes or more per row).
@@ -107,88 +106,94 @@ void q4_rows(const uint8_t* act, int64_t stride, int64_t K, const uint8_t* q, co
   }
 }
 
-// One activation row with its codes held in registers (below): the blocks' terms of that row.
-// Per block b: d_a(b), and d_a(b) times the block's offset correction (the sum of its 4 corr
-// lanes, -8 times the sum of its codes), zero from nb up to a multiple of 32 blocks.
-inline void q4_block_terms(const uint8_t* act, int64_t Kp, int64_t nb, float* da, float* cf) {
-  const int32_t* corr = reinterpret_cast<const int32_t*>(act + Kp);
-  const float* dl = reinterpret_cast<const float*>(act + Kp + Kp / 2);
-  int64_t b = 0;
-  for (; b < nb; ++b) {
-    const int32_t* lanes = corr + 4 * b;  // chunk b / 4's lanes 4 (b % 4) ..
-    da[b] = dl[4 * b];
-    cf[b] = da[b] * static_cast<float>(lanes[0] + lanes[1] + lanes[2] + lanes[3]);
-  }
-  for (; b % 32; ++b) da[b] = cf[b] = 0.f;
+// The lanes of 4 chunks' int32 sums s0..s3 (lane 4 j + l of s_i: chunk i's block j) reduced to
+// one sum per block, block j of chunk i in lane 4 j + i: a 4 x 4 transpose within each 128-bit
+// lane, added as it goes.
+inline __m512i q4_block_sums(__m512i s0, __m512i s1, __m512i s2, __m512i s3) {
+  const __m512i p0 = _mm512_add_epi32(_mm512_unpacklo_epi32(s0, s1), _mm512_unpackhi_epi32(s0, s1));
+  const __m512i p1 = _mm512_add_epi32(_mm512_unpacklo_epi32(s2, s3), _mm512_unpackhi_epi32(s2, s3));
+  return _mm512_add_epi32(_mm512_unpacklo_epi64(p0, p1), _mm512_unpackhi_epi64(p0, p1));
 }
 
-// CH (<= 8) chunks of one row of W (codes qr, scales sr: 4 CH blocks) against the activation
-// codes a[2 CH] (lo, hi of each chunk, in registers) with the blocks' terms da / cf: the chunks'
-// int32 lane sums without the offset correction, each scaled by its block's d_w * d_a, into acc0
-// and acc1, and the correction once per block as d_w * cf.
-template <int CH>
-inline __attribute__((always_inline)) void q4_segment(const uint8_t* qr, const float* sr, const __m512i* a,
-                                                      const float* da, const float* cf, __m512& acc0,
-                                                      __m512& acc1) {
-  constexpr int NB = 4 * CH;
-  const __m512i nib = _mm512_set1_epi8(0x0F);
-  const __m512i idx0 = _mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0);
-  const __m512i four = _mm512_set1_epi32(4);
-  const __m512i idx[4] = {idx0, _mm512_add_epi32(idx0, four), _mm512_add_epi32(idx0, _mm512_add_epi32(four, four)),
-                          _mm512_add_epi32(idx0, _mm512_set1_epi32(12))};
-  const __m512 w0 = NB >= 16 ? _mm512_loadu_ps(sr) : _mm512_maskz_loadu_ps(static_cast<__mmask16>((1u << NB) - 1), sr);
-  const __m512 w1 = NB > 16 ? _mm512_maskz_loadu_ps(static_cast<__mmask16>(NB >= 32 ? 0xFFFFu : (1u << (NB - 16)) - 1), sr + 16)
-                            : _mm512_setzero_ps();
-  const __m512 wd0 = _mm512_mul_ps(w0, _mm512_loadu_ps(da));
-  const __m512 wd1 = _mm512_mul_ps(w1, _mm512_loadu_ps(da + 16));
-  acc0 = _mm512_fmadd_ps(w0, _mm512_loadu_ps(cf), acc0);
-  if (NB > 16) acc1 = _mm512_fmadd_ps(w1, _mm512_loadu_ps(cf + 16), acc1);
-  _Pragma("GCC unroll 8")
-  for (int c = 0; c < CH; ++c) {
-    __m512i line = _mm512_loadu_si512(qr + c * 64);
-    asm("" : "+v"(line));  // one load, two extractions (see q4_step)
-    const __m512i lo = _mm512_and_si512(line, nib);
-    const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(line, 4), nib);
-    const __m512i s = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), lo, a[2 * c]), hi, a[2 * c + 1]);
-    const __m512 ws = _mm512_permutexvar_ps(idx[c % 4], c < 4 ? wd0 : wd1);
-    if (c & 1) acc1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), ws, acc1);
-    else acc0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), ws, acc0);
+// One activation row's terms in q4_block_sums' order: for group g of 4 chunks (16 blocks), lane
+// 4 j + i of corr[16 g ..] / da[16 g ..] holds block b = 16 g + 4 i + j's offset correction (the
+// sum of its 4 corr lanes, -8 times the sum of its codes) and d_a; zero from nb up to 32 blocks.
+inline void q4_block_terms(const uint8_t* act, int64_t Kp, int64_t nb, int32_t* corr, float* da) {
+  const int32_t* lanes = reinterpret_cast<const int32_t*>(act + Kp);
+  const float* dl = reinterpret_cast<const float*>(act + Kp + Kp / 2);
+  for (int64_t p = 0; p < 32; ++p) {
+    const int64_t b = p / 16 * 16 + p % 4 * 4 + p % 16 / 4;
+    corr[p] = b < nb ? lanes[4 * b] + lanes[4 * b + 1] + lanes[4 * b + 2] + lanes[4 * b + 3] : 0;
+    da[p] = b < nb ? dl[4 * b] : 0.f;
   }
 }
 
 // One activation row against rows [n0, n1) of W, K = 128 CH <= 1024: the activation codes, loaded
-// once, stay in 2 CH registers for every row, so each 64-byte line of W costs one load (and a
-// row's scales two), where q4_rows loads four activation vectors per line besides (a loop that
-// loads more per line streams from DRAM more slowly, even with the loads hitting L1). Measured on
-// AMD EPYC Zen 5, 2 threads, W from DRAM, the two kernels alternating in one process: 3072 x 1024
-// GEMVs read at 0.64-0.80 of a plain read of the same bytes with q4_rows, 0.86-0.98 with this (a
-// C++ loop over 128 weights); through linearQuantized, 6144 x 1024 and 151936 x 1024 took 0.93 and
-// 0.88 of q4_rows' time, and the Qwen3-0.6B-shaped model's decode step 0.94-0.97 (its replayed
-// kernel calls; gate/up 0.91-0.95, LM head 0.89-0.94) while the VM read 50-60 GB/s, 1.00 in a
-// spell when it read 75. Software prefetch ahead made it slower (0.71-0.80 against 0.85-0.91).
-// K > 1024 keeps q4_rows: loading each 1024-value segment's codes per row (two loads a line), or
-// taking a segment for 16 rows at a time, measured no faster at K = 2048 and 3072.
+// once, stay in 2 CH registers for every row, so each 64-byte line of W costs one load (and each
+// 16 blocks' scales, corrections and d_a one each), where q4_rows loads four activation vectors per
+// line besides (a loop that loads more per line streams from DRAM more slowly, even with the
+// loads hitting L1). Each 4 chunks' lane sums are reduced to block sums (q4_block_sums), the
+// offset correction added, so that each block's exact int32 product is converted and scaled by
+// d_w * d_a once, as in q4_rows (where each lane of 8 products is). Measured on AMD EPYC Zen 5,
+// 2 threads, W from DRAM, the kernels alternating in one process: 3072 x 1024 GEMVs read at
+// 0.64-0.80 of a plain read of the same bytes with q4_rows, 0.86-0.98 with this (a C++ loop over
+// 128 weights; the first version, per line as q4_step); through linearQuantized, 6144 x 1024 and
+// 151936 x 1024 took 0.93 and 0.88 of q4_rows' time, and the Qwen3-0.6B-shaped model's decode step
+// 0.94-0.97 (its replayed kernel calls; gate/up 0.91-0.95, LM head 0.89-0.94) while the VM read
+// 50-60 GB/s, 1.00 in a spell when it read 75. Software prefetch ahead made it slower. K > 1024
+// keeps q4_rows: loading each 1024-value segment's codes per row (two loads a line), or taking a
+// segment for 16 rows at a time, measured no faster at K = 2048 and 3072.
 template <int CH>
-void q4_rows_resident(const uint8_t* act, const float* da, const float* cf, const uint8_t* q,
+void q4_rows_resident(const uint8_t* act, const int32_t* corr, const float* da, const uint8_t* q,
                       const float* scales, const float* bias, float* C, int64_t n0, int64_t n1) {
+  constexpr int NB = 4 * CH, G = (CH + 3) / 4;
+  const __m512i nib = _mm512_set1_epi8(0x0F);
+  // Lane 4 j + i <- scale 4 i + j (q4_block_sums' order).
+  const __m512i order = _mm512_set_epi32(15, 11, 7, 3, 14, 10, 6, 2, 13, 9, 5, 1, 12, 8, 4, 0);
   __m512i a[2 * CH];
   _Pragma("GCC unroll 16")
   for (int i = 0; i < 2 * CH; ++i) a[i] = _mm512_loadu_si512(act + i * 64);
   for (int64_t n = n0; n < n1; ++n) {
-    __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
-    q4_segment<CH>(q + n * CH * 64, scales + n * CH * 4, a, da, cf, acc0, acc1);
-    C[n] = _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1)) + (bias ? bias[n] : 0.f);
+    const uint8_t* qr = q + n * CH * 64;
+    const float* sr = scales + n * NB;
+    __m512 part[G];
+    _Pragma("GCC unroll 2")
+    for (int g = 0; g < G; ++g) {
+      __m512i s[4];
+      _Pragma("GCC unroll 4")
+      for (int i = 0; i < 4; ++i) {
+        const int c = 4 * g + i;
+        if (c >= CH) {
+          s[i] = _mm512_setzero_si512();
+          continue;
+        }
+        __m512i line = _mm512_loadu_si512(qr + c * 64);
+        asm("" : "+v"(line));  // one load, two extractions (see q4_step)
+        const __m512i lo = _mm512_and_si512(line, nib);
+        const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(line, 4), nib);
+        s[i] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), lo, a[2 * c]), hi, a[2 * c + 1]);
+      }
+      const __m512i r = _mm512_add_epi32(q4_block_sums(s[0], s[1], s[2], s[3]), _mm512_loadu_si512(corr + 16 * g));
+      const int nbg = NB - 16 * g < 16 ? NB - 16 * g : 16;
+      const __m512 w = nbg == 16 ? _mm512_loadu_ps(sr + 16 * g)
+                                 : _mm512_maskz_loadu_ps(static_cast<__mmask16>((1u << nbg) - 1), sr + 16 * g);
+      const __m512 f = _mm512_mul_ps(_mm512_permutexvar_ps(order, w), _mm512_loadu_ps(da + 16 * g));
+      part[g] = _mm512_mul_ps(_mm512_cvtepi32_ps(r), f);
+    }
+    const __m512 sum = G == 2 ? _mm512_add_ps(part[0], part[G - 1]) : part[0];
+    C[n] = _mm512_reduce_add_ps(sum) + (bias ? bias[n] : 0.f);
   }
 }
 
 // One activation row, K = 128 CH <= 1024: q4_rows_resident.
 inline void q4_dot_row_resident(const uint8_t* act, int64_t K, const uint8_t* q, const float* scales,
                                 const float* bias, float* C, int64_t n0, int64_t n1) {
-  alignas(64) float da[32], cf[32];
-  q4_block_terms(act, q4_kp(K), K / 32, da, cf);
+  alignas(64) int32_t corr[32];
+  alignas(64) float da[32];
+  q4_block_terms(act, q4_kp(K), K / 32, corr, da);
   switch (K / 128) {
 #define TSORCH_Q4_RESIDENT(CH) \
-  case CH: return q4_rows_resident<CH>(act, da, cf, q, scales, bias, C, n0, n1);
+  case CH: return q4_rows_resident<CH>(act, corr, da, q, scales, bias, C, n0, n1);
     TSORCH_Q4_RESIDENT(1) TSORCH_Q4_RESIDENT(2) TSORCH_Q4_RESIDENT(3) TSORCH_Q4_RESIDENT(4)
     TSORCH_Q4_RESIDENT(5) TSORCH_Q4_RESIDENT(6) TSORCH_Q4_RESIDENT(7) TSORCH_Q4_RESIDENT(8)
 #undef TSORCH_Q4_RESIDENT
@@ -201,7 +206,7 @@ inline void q4_dot_row_resident(const uint8_t* act, int64_t K, const uint8_t* q,
 inline void q4_dot_rows(const uint8_t* act, int64_t stride, int64_t M, int64_t K, const uint8_t* q,
                         const float* scales, const float* bias, float* C, int64_t ldc, int64_t n0,
                         int64_t n1) {
-  if (M == 1 && K % 128 == 0 && K <= 1024) return q4_dot_row_resident(act, K, q, scales, bias, C, n0, n1);
+  if (M == 1 && K > 0 && K % 128 == 0 && K <= 1024) return q4_dot_row_resident(act, K, q, scales, bias, C, n0, n1);
   q4_by_row_triples(M, [&](auto rows, int64_t m) {
     q4_rows<decltype(rows)::value, 2>(act + m * stride, stride, K, q, scales, bias, C + m * ldc, ldc, n0, n1);
   });
