@@ -359,7 +359,9 @@ test("the block-quantized fused ops equal the plain quantized ops (fused kernels
   const { hasKernel } = await import("../src/devices/kernels.js");
   const fused = hasKernel("linearGroupQuantized" as never, "cpu") && hasKernel("linearAddQuantized" as never, "cpu");
   if (!fused) t.diagnostic("cpu registers no linearGroupQuantized/linearAddQuantized here: only the plain fallback of the quantized fused ops is exercised");
-  const [K, I, N] = [64, 96, 64];
+  // K = 128: one decode row of int4 takes the kernel holding its codes in registers (avx512-vnni),
+  // through linearGroupQuantized's products as through linearQuantized; I = 96 (down's K) does not.
+  const [K, I, N] = [128, 96, 64];
   for (const bits of [8, 4] as const) {
     const qw = (n: number, k: number, seed: number) => ({ ...torch.quantizeBlocks(rand([n, k], seed), bits), bits });
     const gate = qw(I, K, 1), up = qw(I, K, 2), down = qw(N, I, 3), o = qw(N, K, 4);
