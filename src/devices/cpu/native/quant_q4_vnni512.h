@@ -135,12 +135,14 @@ inline void q4_block_terms(const uint8_t* act, int64_t Kp, int64_t nb, int32_t* 
 // loads hitting L1). Each 4 chunks' lane sums are reduced to block sums (q4_block_sums), the
 // offset correction added, so that each block's exact int32 product is converted and scaled by
 // d_w * d_a once, as in q4_rows (where each lane of 8 products is). Measured on AMD EPYC Zen 5,
-// 2 threads, W from DRAM, the kernels alternating in one process: 3072 x 1024 GEMVs read at
-// 0.64-0.80 of a plain read of the same bytes with q4_rows, 0.86-0.98 with this (a C++ loop over
-// 128 weights; the first version, per line as q4_step); through linearQuantized, 6144 x 1024 and
-// 151936 x 1024 took 0.93 and 0.88 of q4_rows' time, and the Qwen3-0.6B-shaped model's decode step
-// 0.94-0.97 (its replayed kernel calls; gate/up 0.91-0.95, LM head 0.89-0.94) while the VM read
-// 50-60 GB/s, 1.00 in a spell when it read 75. Software prefetch ahead made it slower. K > 1024
+// 2 threads, W from DRAM, the kernels alternating in one process, with this kernel's first version
+// (each line's lanes scaled as q4_step does, the correction added per block in float32; this one
+// measured the same: 0.85-0.96 of a plain read, through linearQuantized 1.00-1.02 of its time):
+// 3072 x 1024 GEMVs read at 0.64-0.80 of a plain read of the same bytes with q4_rows, 0.86-0.98
+// with it; through linearQuantized, 6144 x 1024 and 151936 x 1024 took 0.93 and 0.88 of q4_rows'
+// time, and the Qwen3-0.6B-shaped model's decode step 0.94-0.97 (its replayed kernel calls;
+// gate/up 0.91-0.95, LM head 0.89-0.94) while the VM read 50-60 GB/s, 1.00 in a spell when it
+// read 75. Software prefetch ahead made it slower. K > 1024
 // keeps q4_rows: loading each 1024-value segment's codes per row (two loads a line), or taking a
 // segment for 16 rows at a time, measured no faster at K = 2048 and 3072.
 template <int CH>
