@@ -21,12 +21,14 @@ int64_t act_row_bytes_512(int64_t K) {
 void quantize_act_512(int bits, const float* A, int64_t lda, int64_t m0, int64_t m1, int64_t K, uint8_t* act) {
   const int64_t stride = act_row_bytes_512(K);
   if (bits == 4) {
-    return q4_quantize_chunks<IntTraits, 4>(A, lda, m0, m1, K, act, stride, [](const int8_t* lo, int32_t* corr) {
+    q4_quantize_chunks<IntTraits, 4>(A, lda, m0, m1, K, act, stride, [](const int8_t* lo, int32_t* corr) {
       const __m512i eight = _mm512_set1_epi8(8);
       const __m512i s = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), eight, _mm512_loadu_si512(lo)),
                                             eight, _mm512_loadu_si512(lo + 64));
       _mm512_storeu_si512(corr, _mm512_sub_epi32(_mm512_setzero_si512(), s));
     });
+    for (int64_t m = m0; m < m1; ++m) q4_row_terms(act + m * stride, K);  // once per row, not per piece of W
+    return;
   }
   quantize_act_strided<IntTraits>(bits, A, lda, m0, m1, K, act, stride);  // q8_0
 }

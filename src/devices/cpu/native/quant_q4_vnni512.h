@@ -11,8 +11,8 @@
 // products, each lane scaled by d_w * d_a in float32, then summed in float32 (one activation row of
 // K = 128, 256, .., 1024, q4_rows_resident: each block's exact int32 sum scaled instead).
 //
-// Activation rows: quant_q4_act.h's layout with 4 blocks per chunk (128 values; q4_row_bytes(K)
-// bytes or more per row).
+// Activation rows: quant_q4_act.h's layout with 4 blocks per chunk (128 values), then (where
+// q4_resident(K)) the row's block terms (q4_row_terms); q4_row_bytes(K) bytes or more per row.
 //
 // Internal linkage (see gemm_impl.h). Include after quant_int_impl.h, with IntAvx512Vnni
 // (quant_int_traits.h).
@@ -30,7 +30,11 @@ namespace tsorch {
 namespace {
 
 inline int64_t q4_kp(int64_t K) { return q4_chunk_kp<4>(K); }
-inline int64_t q4_row_bytes(int64_t K) { return 2 * q4_kp(K); }
+// Bytes after a row's quant_q4_act.h layout (2 Kp) that hold q4_rows_resident's block terms.
+constexpr int64_t kQ4TermsBytes = 32 * 4 + 32 * 4;
+inline int64_t q4_row_bytes(int64_t K) { return 2 * q4_kp(K) + kQ4TermsBytes; }
+// Whether one activation row of K values takes q4_rows_resident (K = 128, 256, .., 1024).
+inline bool q4_resident(int64_t K) { return K > 0 && K % 128 == 0 && K <= 1024; }
 
 // One 128-value step (chunk c) of MM activation rows against one row of W (codes qr, scales sr;
 // TAIL: only the row's last 1-3 blocks, `tail` of them, are read, with masked loads).
@@ -118,9 +122,14 @@ inline __m512i q4_block_sums(__m512i s0, __m512i s1, __m512i s2, __m512i s3) {
 // One activation row's terms in q4_block_sums' order: for group g of 4 chunks (16 blocks), lane
 // 4 j + i of corr[16 g ..] / da[16 g ..] holds block b = 16 g + 4 i + j's offset correction (the
 // sum of its 4 corr lanes, -8 times the sum of its codes) and d_a; zero from nb up to 32 blocks.
-inline void q4_block_terms(const uint8_t* act, int64_t Kp, int64_t nb, int32_t* corr, float* da) {
-  const int32_t* lanes = reinterpret_cast<const int32_t*>(act + Kp);
-  const float* dl = reinterpret_cast<const float*>(act + Kp + Kp / 2);
+// Written once per row when it is quantized (q4_row_terms), at 2 Kp: corr int32 [32], da float [32].
+inline void q4_row_terms(uint8_t* row, int64_t K) {
+  if (!q4_resident(K)) return;
+  const int64_t Kp = q4_kp(K), nb = K / 32;
+  const int32_t* lanes = reinterpret_cast<const int32_t*>(row + Kp);
+  const float* dl = reinterpret_cast<const float*>(row + Kp + Kp / 2);
+  int32_t* corr = reinterpret_cast<int32_t*>(row + 2 * Kp);
+  float* da = reinterpret_cast<float*>(row + 2 * Kp + 32 * 4);
   for (int64_t p = 0; p < 32; ++p) {
     const int64_t b = p / 16 * 16 + p % 4 * 4 + p % 16 / 4;
     corr[p] = b < nb ? lanes[4 * b] + lanes[4 * b + 1] + lanes[4 * b + 2] + lanes[4 * b + 3] : 0;
@@ -187,12 +196,11 @@ void q4_rows_resident(const uint8_t* act, const int32_t* corr, const float* da, 
   }
 }
 
-// One activation row, K = 128 CH <= 1024: q4_rows_resident.
+// One activation row, K = 128 CH <= 1024 (its terms written by q4_row_terms): q4_rows_resident.
 inline void q4_dot_row_resident(const uint8_t* act, int64_t K, const uint8_t* q, const float* scales,
                                 const float* bias, float* C, int64_t n0, int64_t n1) {
-  alignas(64) int32_t corr[32];
-  alignas(64) float da[32];
-  q4_block_terms(act, q4_kp(K), K / 32, corr, da);
+  const int32_t* corr = reinterpret_cast<const int32_t*>(act + 2 * q4_kp(K));
+  const float* da = reinterpret_cast<const float*>(act + 2 * q4_kp(K) + 32 * 4);
   switch (K / 128) {
 #define TSORCH_Q4_RESIDENT(CH) \
   case CH: return q4_rows_resident<CH>(act, corr, da, q, scales, bias, C, n0, n1);
@@ -202,13 +210,13 @@ inline void q4_dot_row_resident(const uint8_t* act, int64_t K, const uint8_t* q,
   }
 }
 
-// Activation rows [0, M) (row m at m * stride; decode sizes, the GEMM of quant_gemm_vnni.h takes
-// more) against rows [n0, n1) of the q4_0 weight: C[m * ldc + n] = sum_k a(m, k) * W(n, k) (+ bias[n]).
+// Activation rows [0, M) (row m at m * stride, each with its q4_row_terms; decode sizes, the GEMM of
+// quant_gemm_vnni.h takes more) against rows [n0, n1) of the q4_0 weight: C[m * ldc + n] = sum_k a(m, k) * W(n, k) (+ bias[n]).
 // One row of up to 8 whole chunks (K = 128, 256, .., 1024) takes q4_dot_row_resident, else q4_rows.
 inline void q4_dot_rows(const uint8_t* act, int64_t stride, int64_t M, int64_t K, const uint8_t* q,
                         const float* scales, const float* bias, float* C, int64_t ldc, int64_t n0,
                         int64_t n1) {
-  if (M == 1 && K > 0 && K % 128 == 0 && K <= 1024) return q4_dot_row_resident(act, K, q, scales, bias, C, n0, n1);
+  if (M == 1 && q4_resident(K)) return q4_dot_row_resident(act, K, q, scales, bias, C, n0, n1);
   q4_by_row_triples(M, [&](auto rows, int64_t m) {
     q4_rows<decltype(rows)::value, 2>(act + m * stride, stride, K, q, scales, bias, C + m * ldc, ldc, n0, n1);
   });
