@@ -20,7 +20,7 @@
  * function keeps at most RECOMPILE_LIMIT graphs; further new guard keys run eagerly (logged once).
  */
 import type { Device } from "../devices/device.js";
-import { Module } from "../nn/module.js";
+import { Module, parameterEpoch } from "../nn/module.js";
 import type { Tensor } from "../tensor/tensor.js";
 import { capture, capturing } from "./capture.js";
 import { flattenArgs, guardKey, nearestFailedGuard, type Leaf } from "./guards.js";
@@ -69,6 +69,7 @@ export function compile<F extends (...args: any[]) => any>(target: F | Forward<F
   const cache = new Map<string, Entry>();
   let latest: Entry | null = null;
   let watched = params();
+  let watchedEpoch = parameterEpoch();
   let generation = cacheGeneration();
   let overLimit = false;
 
@@ -80,12 +81,18 @@ export function compile<F extends (...args: any[]) => any>(target: F | Forward<F
       overLimit = false;
       generation = cacheGeneration();
     }
-    const current = params();
-    const replaced = changedParam(watched, current, paramName);
+    // Parameters are reread only when some module's changed since the last call (parameterEpoch).
+    let replaced: string | null = null;
+    const epoch = parameterEpoch();
+    if (epoch !== watchedEpoch) {
+      const current = params();
+      replaced = changedParam(watched, current, paramName);
+      watched = current;
+      watchedEpoch = epoch;
+    }
     if (replaced !== null) {
       cache.clear();
       overLimit = false;
-      watched = current;
       if (latest) record.recompile(name, `parameter ${replaced} was replaced by another tensor`);
       latest = null;
     }
