@@ -20,10 +20,11 @@
  * first (compiling) call's seconds and the compiler's stats. Prints JSON.
  *
  * Also (bench/host.ts): the CPU model, the kernels' instruction sets and the memory read bandwidth
- * (median of 5 streaming reads of 1 GiB over the same threads, at the start and again after each
- * dtype's decode runs), and for each of `--dtypes` (default: the stored dtype; e.g. auto,int8,int4)
- * the batch-1 decode, eager and compiled, as a fraction of the bandwidth limit (the larger of the
- * two bandwidth readings / Linear weight bytes read per token); batch-1 decode
+ * (median of 5 streaming reads of 1 GiB over the same threads, at the start and again right
+ * before and right after each dtype's decode runs), and for each of `--dtypes` (default: the stored
+ * dtype; e.g. auto,int8,int4) the batch-1 decode, eager and compiled, as a fraction of the
+ * bandwidth limit (the larger of the two readings next to the dtype's runs / Linear weight bytes
+ * read per token; *_run_start_rule: with the start reading in that one's place); batch-1 decode
  * figures are medians of 3 runs, each after one unmeasured run of the same length (eager since
  * session 10; compiled: its compiling call). `--llamacpp DIR` (a folder with
  * node-llama-cpp installed) adds llama.cpp on the GGUFs in `--gguf-dir` (bench/llamacpp.ts; types
@@ -165,6 +166,10 @@ async function modelBench(dir: string, device: string, dtype = "auto") {
   // compiled runs follow their compiling call: V8 optimizes the decode loop's JavaScript during
   // the first full-length eager generate (its tokens ~1.6x slower than later runs'; the 2-token
   // warm-up above is too short for that).
+  // The bandwidth right before this dtype's decode runs (on a cpu): read before the unmeasured
+  // run, since mapping and reading a fresh 1 GiB buffer slowed the decode right after it (int4:
+  // 67 tok/s, then 92 and 96).
+  const before = device === "cpu" ? readBandwidth() : null;
   await decode(1);
   const b1 = await medianDecode(() => decode(1));
   const b8 = await decode(8);
@@ -172,8 +177,7 @@ async function modelBench(dir: string, device: string, dtype = "auto") {
   const c1 = await medianDecode(() => decode(1, true));
   await decode(1, false, true);
   const s1 = await medianDecode(() => decode(1, false, true));
-  // The bandwidth next to this dtype's decode runs (on a cpu), read after them: mapping and reading
-  // a fresh 1 GiB buffer slowed the decode right after it (int4: 67 tok/s, then 92 and 96).
+  // And right after them.
   const bandwidth = device === "cpu" ? readBandwidth() : null;
   return {
     prefill_tokens_per_s: prefill,
@@ -190,6 +194,8 @@ async function modelBench(dir: string, device: string, dtype = "auto") {
     decode_tokens_per_s_batch1_runs: b1.runs,
     decode_tokens_per_s_batch1_compiled_runs: c1.runs,
     ...bandwidth,
+    read_bandwidth_before_decode_bytes_per_s: before?.read_bandwidth_bytes_per_s,
+    read_bandwidth_before_decode_runs_gb_per_s: before?.read_bandwidth_runs_gb_per_s,
   };
 }
 
@@ -255,15 +261,25 @@ if (values.compile) {
     const byDtype: Record<string, Record<string, unknown>> = {};
     for (const d of dtypes) {
       const r = await modelBench(values.model, values.device!, d);
-      // The larger of the run's first bandwidth reading and the dtype's own: a reading can come out
-      // low (2-19 GB/s against ~60 in a process just done loading a bfloat16 model, on the VM
-      // measured), and a low bandwidth would overstate the fraction.
-      const readings = [host.read_bandwidth_bytes_per_s, r.read_bandwidth_bytes_per_s ?? 0].filter((b) => Number.isFinite(b) && b > 0);
-      const bandwidth = readings.length ? Math.max(...readings) : NaN;
+      // The limit takes the larger of the two readings next to the dtype's decode runs (right
+      // before and right after them): a reading can come out low (2-19 GB/s against ~60 in a
+      // process just done loading a bfloat16 model, on the VM measured), and a low bandwidth would
+      // overstate the fraction. The VM's bandwidth also drifts by tens of percent within minutes,
+      // so the run's first reading, taken minutes earlier, is kept out of it; the fractions by the
+      // rule used through session 14 (the larger of that first reading and the one after the
+      // runs) are printed too (*_run_start_rule).
+      const larger = (...bs: (number | undefined)[]) => {
+        const ok = bs.filter((b): b is number => b !== undefined && Number.isFinite(b) && b > 0);
+        return ok.length ? Math.max(...ok) : NaN;
+      };
+      const bandwidth = larger(r.read_bandwidth_before_decode_bytes_per_s, r.read_bandwidth_bytes_per_s);
       const limit = bandwidth / r.weight_bytes_per_token;
+      const startLimit = larger(host.read_bandwidth_bytes_per_s, r.read_bandwidth_bytes_per_s) / r.weight_bytes_per_token;
       byDtype[d] = {
         ...r, bandwidth_for_limit_bytes_per_s: bandwidth, bandwidth_limit_tokens_per_s: limit, decode_batch1_fraction_of_limit: r.decode_tokens_per_s_batch1 / limit,
         decode_batch1_compiled_fraction_of_limit: r.decode_tokens_per_s_batch1_compiled / limit,
+        decode_batch1_fraction_of_limit_run_start_rule: r.decode_tokens_per_s_batch1 / startLimit,
+        decode_batch1_compiled_fraction_of_limit_run_start_rule: r.decode_tokens_per_s_batch1_compiled / startLimit,
       };
     }
     report.tsorch = byDtype[dtypes[0]];
