@@ -24,7 +24,8 @@
  * before and right after each dtype's decode runs), and for each of `--dtypes` (default: the stored
  * dtype; e.g. auto,int8,int4) the batch-1 decode, eager and compiled, as a fraction of the
  * bandwidth limit (the larger of the two readings next to the dtype's runs / Linear weight bytes
- * read per token; *_run_start_rule: with the start reading in that one's place); batch-1 decode
+ * read per token; *_run_start_rule: with the start reading in place of the one right before);
+ * batch-1 decode
  * figures are medians of 3 runs, each after one unmeasured run of the same length (eager since
  * session 10; compiled: its compiling call). `--llamacpp DIR` (a folder with
  * node-llama-cpp installed) adds llama.cpp on the GGUFs in `--gguf-dir` (bench/llamacpp.ts; types
@@ -274,7 +275,8 @@ if (values.compile) {
       };
       const bandwidth = larger(r.read_bandwidth_before_decode_bytes_per_s, r.read_bandwidth_bytes_per_s);
       const limit = bandwidth / r.weight_bytes_per_token;
-      const startLimit = larger(host.read_bandwidth_bytes_per_s, r.read_bandwidth_bytes_per_s) / r.weight_bytes_per_token;
+      // (No readings next to the runs, as on webgpu: no limit by either rule.)
+      const startLimit = r.read_bandwidth_bytes_per_s === undefined ? NaN : larger(host.read_bandwidth_bytes_per_s, r.read_bandwidth_bytes_per_s) / r.weight_bytes_per_token;
       byDtype[d] = {
         ...r, bandwidth_for_limit_bytes_per_s: bandwidth, bandwidth_limit_tokens_per_s: limit, decode_batch1_fraction_of_limit: r.decode_tokens_per_s_batch1 / limit,
         decode_batch1_compiled_fraction_of_limit: r.decode_tokens_per_s_batch1_compiled / limit,

@@ -223,6 +223,29 @@ test("compile: a Module's forward; replacing a parameter recompiles; nested comp
   assert.throws(() => torch.compile(42 as never), /compile: expected a function or a Module with forward, got number/);
 });
 
+test("compile: the parameter epoch gate still sees every way a module's parameter tensors change (to(), a parameter replaced, a child added)", async () => {
+  torch.compiler.reset();
+  class Two extends Linear {
+    extra: Linear | null = null;
+    addChild(): void { this.extra = this.module("extra", new Linear(4, 4, false)); this.extra.weight.set(rand([4, 4], 9)); }
+    override forward(x: torch.Tensor): torch.Tensor { const y = super.forward(x); return this.extra ? this.extra.forward(y) : y; }
+  }
+  const lin = new Two(8, 4);
+  lin.weight.set(rand([4, 8], 1));
+  lin.bias!.set(rand([4], 2));
+  const step = torch.compile(lin);
+  const x = rand([2, 8], 3);
+  await close(step(x), lin.forward(x), 0, "first call");
+  await lin.to("cpu", "float16");
+  await close(step(x), lin.forward(x), 0, "after to(float16)");
+  lin.addChild();
+  await close(step(x), lin.forward(x), 0, "after a child was added");
+  const before = torch.compiler.stats().compiles;
+  await close(step(x), lin.forward(x), 0, "replayed");
+  assert.equal(torch.compiler.stats().compiles, before, "no recompile without a change");
+  assert.equal(torch.compiler.stats().compiles, 3);
+});
+
 /** logits of stories260K with rotary tables given as tensors (the model's forward builds them from JS positions). */
 async function storiesForward(t: TestContext, device: string, tol: number, hfTol: number): Promise<void> {
   const skip = missing(STORIES);

@@ -100,3 +100,28 @@ test("linearGroup on cpu refuses an output of the wrong size and a malformed epi
   const badStep = new Int32Array([1, 2, 0, 0, 0, 5]); // mul of input 0 and input 5 of a 2-weight group
   assert.throws(() => native().linearGroup(f32(4), 1, 4, null, 0, 0, 0, 2, f32(8), 0, 2, f32(2), f32(8), 0, 2, null, null, 0, 0, null, badStep, 1, null, null, null, 0), /linearGroup: epilogue step 0 is malformed/);
 });
+
+test("linearGroup on cpu: the SiLU(gate) * up epilogue of 1-3 rows equals the products then fusedElementwise bit for bit, for column counts that split unevenly over the threads", async () => {
+  const { native } = await import("../src/devices/cpu/native.js");
+  const n = native();
+  const prog = new Int32Array([0, 7, 0, 0, 0, 0, 1, 2, 1, 0, 0, 1]); // silu(in0) * in1
+  const K = 64;
+  for (const bits of [0, 8, 4]) {
+    for (const [M, N, seed] of [[1, 1, 1], [1, 3, 2], [2, 17, 3], [1, 257, 4], [2, 1001, 5], [3, 255, 6]] as const) {
+      const x = lcgValues(M * K, seed);
+      const weight = (s: number) => {
+        const w = lcgValues(N * K, s);
+        if (!bits) return { w, s: null };
+        const q = new Uint8Array((N * K * bits) / 8), sc = new Float32Array((N * K) / 32);
+        n.quantizeBlocks(w, 0, bits, q, sc, N, K);
+        return { w: q, s: sc };
+      };
+      const g = weight(seed + 10), u = weight(seed + 20);
+      const fused = new Float32Array(M * N), pg = new Float32Array(M * N), pu = new Float32Array(M * N), want = new Float32Array(M * N);
+      n.linearGroup(x, M, K, null, 0, 0, 0, 2, g.w, 0, N, fused, u.w, 0, N, null, null, 0, 0, null, prog, 2, g.s, u.s, null, bits);
+      n.linearGroup(x, M, K, null, 0, 0, 0, 2, g.w, 0, N, pg, u.w, 0, N, pu, null, 0, 0, null, null, 0, g.s, u.s, null, bits);
+      n.fusedElementwise(prog, 2, 2, pg, [N, 1], pu, [N, 1], null, [], null, [], null, [], null, [], want, [M, N]);
+      assert.deepEqual(fused, want, `bits ${bits}, ${M} rows, N = ${N}`);
+    }
+  }
+});

@@ -48,11 +48,12 @@ void epilogue_columns(const LinearGroupArgs& a, float* const* products, int64_t 
 // for prefill rows; for a decode row or two, one slice of the columns per thread. (On the calling
 // thread alone, SiLU * up over 3072 columns took 7-8 us inside a decode step, ~2 us in a loop: the
 // products the other core computed arrive one cache line at a time. Split, the Qwen3-0.6B-shaped
-// gate/up call took 3-4% less time, int4 and int8, AMD EPYC Zen 5, 2 threads.)
+// gate/up call took 3-4% less time, int4 and int8, AMD EPYC Zen 5, 2 threads. Under 256 columns
+// a thread (tiny models) the calling thread still runs them all.)
 void epilogue_all(const LinearGroupArgs& a, float* const* products) {
   const int64_t N = a.w[0].N, piece = 256;
   ThreadPool& pool = ThreadPool::get();
-  if (a.M <= 2 && pool.size() > 1) {
+  if (a.M <= 2 && pool.size() > 1 && N >= piece * pool.size()) {
     const int64_t T = pool.size();
     pool.parallel_for(T, [&](int64_t t) { epilogue_columns(a, products, N * t / T, N * (t + 1) / T); });
     return;

@@ -93,7 +93,10 @@ void ThreadPool::work(uint64_t job) {
   t_in_task = true;
   for (;;) {
     uint64_t v = s_->next.load(std::memory_order_acquire);
-    if (v >> 32 != job) break;
+    // `next` holds the low 32 bits of the job number (run() shifts the 64-bit count left by 32):
+    // compared in full, every job after the 2^32nd failed here, and the calling thread stopped
+    // claiming tasks (a server decoding for ~40 hours at 30k jobs/s).
+    if (v >> 32 != (job & kIndexMask)) break;
     const auto fn = s_->fn.load(std::memory_order_acquire);
     void* const ctx = s_->ctx.load(std::memory_order_acquire);
     const int64_t i = static_cast<int64_t>(v & kIndexMask);
