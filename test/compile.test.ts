@@ -12,6 +12,7 @@ import { test, type TestContext } from "node:test";
 import * as torch from "../src/index.js";
 import type { Device } from "../src/devices/device.js";
 import { Linear } from "../src/nn/layers.js";
+import { quantizeLinears } from "../src/nn/quantized.js";
 import { ropeCosSin } from "../src/nn/rotary.js";
 import { AutoModelForCausalLM } from "../src/transformers/index.js";
 import { maxAbsDiff, missing, readJson, STORIES } from "./helpers/shared.js";
@@ -244,6 +245,24 @@ test("compile: the parameter epoch gate still sees every way a module's paramete
   await close(step(x), lin.forward(x), 0, "replayed");
   assert.equal(torch.compiler.stats().compiles, before, "no recompile without a change");
   assert.equal(torch.compiler.stats().compiles, 3);
+});
+
+test("compile: quantizing a compiled module's Linears (quantizeLinears) recompiles: the replay computes with the quantized weights", async () => {
+  torch.compiler.reset();
+  const lin = new Linear(64, 8);
+  lin.weight.set(rand([8, 64], 11));
+  lin.bias!.set(rand([8], 12));
+  const step = torch.compile(lin);
+  const x = rand([2, 64], 13);
+  const float = step(x);
+  await close(float, lin.forward(x), 0, "float weights");
+  quantizeLinears(lin, "int4");
+  const quantized = step(x);
+  await close(quantized, lin.forward(x), 0, "after quantizeLinears");
+  assert.ok(maxAbsDiff(await quantized.data() as Float32Array, await float.data() as Float32Array) > 1e-3, "the int4 weights change the result");
+  const st = torch.compiler.stats();
+  assert.equal(st.compiles, 2);
+  assert.match(st.recompileReasons[0], /Linear: parameter list \(2 -> 4 loaded parameters\)|quantized/);
 });
 
 /** logits of stories260K with rotary tables given as tensors (the model's forward builds them from JS positions). */

@@ -5,7 +5,8 @@
  * (compile/capture.ts), and compiles the recorded graph: dead-code elimination, a memory plan for
  * intermediates, and the device's graph runner (compile/program.ts). Later calls with the same key
  * replay that graph: no tracing and no front-end work per op. For a module, the identity of every
- * parameter tensor is guarded too: replacing one recompiles.
+ * parameter tensor (and of the tensors a layer computes with in a parameter's place, such as a
+ * Linear's quantized weight: Module.loadedTensors) is guarded too: replacing one recompiles.
  *
  * Graph breaks (reading values, host data built inside the function, async functions; see
  * capture.ts) are counted and reported: that call's eager result is returned and later calls with
@@ -57,7 +58,7 @@ export function compile<F extends (...args: any[]) => any>(target: F | Forward<F
     if (typeof (target as Forward<F>).forward !== "function") throw new TypeError(`compile: module ${target.constructor.name} has no forward method`);
     fn = (target as Forward<F>).forward.bind(target) as F;
     params = () => target.loadedTensors();
-    paramName = (i) => [...target.namedParameters()].filter(([, p]) => p.loaded)[i]?.[0] ?? `#${i}`;
+    paramName = (i) => [...target.loadedTensorNames()][i] ?? `#${i}`;
   } else if (typeof target === "function") {
     fn = target;
     params = () => [];

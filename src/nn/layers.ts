@@ -36,12 +36,24 @@ export interface HubQuantizedWeight {
 export class Linear extends Module {
   readonly weight: Parameter;
   readonly bias: Parameter | null;
-  quantized: LinearQuantizedWeight | null = null;
+  private quantizedWeight: LinearQuantizedWeight | null = null;
   hub: HubQuantizedWeight | null = null;
   constructor(readonly inFeatures: number, readonly outFeatures: number, bias = true) {
     super();
     this.weight = this.param("weight", [outFeatures, inFeatures]);
     this.bias = bias ? this.param("bias", [outFeatures]) : null;
+  }
+  /** The block-quantized weight forward uses in place of `weight`, if set (nn/quantized.ts). */
+  get quantized(): LinearQuantizedWeight | null {
+    return this.quantizedWeight;
+  }
+  set quantized(w: LinearQuantizedWeight | null) {
+    this.quantizedWeight = w;
+    this.changed();
+  }
+  protected override computedWith(): [string, Tensor][] {
+    const q = this.quantizedWeight;
+    return q ? [["quantized.q", q.q], ["quantized.scales", q.scales]] : [];
   }
   /** Forget the float weight once `quantized` replaces it on another device (nn/quantized.ts). */
   dropWeight(): void {

@@ -84,13 +84,36 @@ export class Module {
   }
 
   /**
-   * The tensors of every loaded parameter, in namedParameters' order, appended to `out` (cheap:
-   * no names; compile checks them on every call).
+   * The tensors of every loaded parameter, in namedParameters' order, each module's followed by
+   * its computedWith() tensors, appended to `out` (cheap: no names; compile guards their
+   * identity, rereading them when parameterEpoch moved).
    */
   loadedTensors(out: Tensor[] = []): Tensor[] {
     for (const p of this.params.values()) if (p.loaded) out.push(p.value);
+    for (const [, t] of this.computedWith()) out.push(t);
     for (const c of this.children.values()) c.loadedTensors(out);
     return out;
+  }
+
+  /** The dotted names of loadedTensors(), in its order (for messages). */
+  *loadedTensorNames(prefix = ""): Generator<string> {
+    for (const [n, p] of this.params) if (p.loaded) yield prefix + n;
+    for (const [n] of this.computedWith()) yield prefix + n;
+    for (const [n, c] of this.children) yield* c.loadedTensorNames(`${prefix}${n}.`);
+  }
+
+  /**
+   * Tensors other than its parameters that this module's forward computes with in their place,
+   * with names (a Linear's block-quantized weight): none here. A subclass that changes them calls
+   * `changed()`, so that compiled functions of the module notice.
+   */
+  protected computedWith(): [string, Tensor][] {
+    return [];
+  }
+
+  /** Moves the parameter epoch: this module's computedWith() tensors changed. */
+  protected changed(): void {
+    epoch++;
   }
 
   /** This module and every descendant with its dotted name ("" for this one), depth first. */
