@@ -6,9 +6,9 @@
 // pool job, where separate linears were a job each: the threads stream q, k and v (or gate and up)
 // back to back with one join instead of three. With an epilogue (a fused elementwise chain of the
 // products, SiLU(gate) * up), the products are computed the same way into a buffer of the calling
-// thread and the chain then runs over every column (epilogue_all: a slice of the columns per thread
-// for a row or two, column pieces over the pool for more). Each column is computed by the same kernel as
-// an eager linear (gemm_range), and the norm and the chain by the eager rms_norm and
+// thread and the chain then runs over every column (epilogue_all: a slice of the columns per
+// thread for a row or two, column pieces over the pool for more). Each column is computed by the
+// same kernel as an eager linear (gemm_range), and the norm and the chain by the eager rms_norm and
 // fused_elementwise, so the results equal the unfused ops' exactly. More rows (prefill: the packed
 // / bf16 GEMMs) run each product with gemm_parallel, then epilogue_all. Block-quantized
 // weights (FusedWeight) run the same way through linear_quantized's kernels (FusedProducts): the

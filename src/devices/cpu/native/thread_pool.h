@@ -19,8 +19,9 @@ class ThreadPool {
 
   // Runs fn(ctx, i) for every i in [0, ntasks), spread over the pool (dynamic: each thread takes
   // the next index, the calling thread included, which runs index 0 first), and returns when all
-  // are done, without waiting for workers that did not take part. Runs inline when the pool has one thread, when
-  // there is one task, or when called from inside a pool task (no nested parallelism).
+  // are done, without waiting for workers that did not take part. Runs inline when the pool has
+  // one thread, when there is one task, or when called from inside a pool task (no nested
+  // parallelism).
   void run(int64_t ntasks, void (*fn)(void* ctx, int64_t i), void* ctx);
 
   // Typed convenience wrapper: f(i) for i in [0, ntasks).
