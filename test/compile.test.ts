@@ -24,6 +24,13 @@ function rand(shape: number[], seed: number, device: Device | string = "cpu"): t
   return torch.tensor(lcgValues(shape.reduce((a, b) => a * b, 1), seed), { shape, device });
 }
 
+/** `lin` with its weight and bias (if any) filled from rand(seed), rand(seed + 1). */
+function filled<L extends Linear>(lin: L, seed: number): L {
+  lin.weight.set(rand([lin.outFeatures, lin.inFeatures], seed));
+  lin.bias?.set(rand([lin.outFeatures], seed + 1));
+  return lin;
+}
+
 async function close(a: torch.Tensor, b: torch.Tensor, tol: number, what: string): Promise<void> {
   assert.deepEqual(a.shape, b.shape, `${what}: shape`);
   const d = maxAbsDiff(Array.from(await a.data(), Number), Array.from(await b.data(), Number));
@@ -205,9 +212,7 @@ test("compile: dead code is removed and a replay allocates only its outputs", as
 
 test("compile: a Module's forward; replacing a parameter recompiles; nested compiled calls are traced inline", async () => {
   torch.compiler.reset();
-  const lin = new Linear(8, 4);
-  lin.weight.set(rand([4, 8], 1));
-  lin.bias!.set(rand([4], 2));
+  const lin = filled(new Linear(8, 4), 1);
   const step = torch.compile(lin);
   const x = rand([2, 8], 3);
   await close(step(x), lin.forward(x), 0, "first call");
@@ -228,12 +233,10 @@ test("compile: the parameter epoch gate still sees every way a module's paramete
   torch.compiler.reset();
   class Two extends Linear {
     extra: Linear | null = null;
-    addChild(): void { this.extra = this.module("extra", new Linear(4, 4, false)); this.extra.weight.set(rand([4, 4], 9)); }
+    addChild(): void { this.extra = this.module("extra", filled(new Linear(4, 4, false), 9)); }
     override forward(x: torch.Tensor): torch.Tensor { const y = super.forward(x); return this.extra ? this.extra.forward(y) : y; }
   }
-  const lin = new Two(8, 4);
-  lin.weight.set(rand([4, 8], 1));
-  lin.bias!.set(rand([4], 2));
+  const lin = filled(new Two(8, 4), 1);
   const step = torch.compile(lin);
   const x = rand([2, 8], 3);
   await close(step(x), lin.forward(x), 0, "first call");
@@ -249,9 +252,7 @@ test("compile: the parameter epoch gate still sees every way a module's paramete
 
 test("compile: quantizing a compiled module's Linears (quantizeLinears) recompiles: the replay computes with the quantized weights", async () => {
   torch.compiler.reset();
-  const lin = new Linear(64, 8);
-  lin.weight.set(rand([8, 64], 11));
-  lin.bias!.set(rand([8], 12));
+  const lin = filled(new Linear(64, 8), 11);
   const step = torch.compile(lin);
   const x = rand([2, 64], 13);
   const float = step(x);
