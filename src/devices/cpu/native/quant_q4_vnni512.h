@@ -151,9 +151,15 @@ inline void q4_row_terms(uint8_t* row, int64_t K) {
 // with it; through linearQuantized, 6144 x 1024 and 151936 x 1024 took 0.93 and 0.88 of q4_rows'
 // time, and the Qwen3-0.6B-shaped model's decode step 0.94-0.97 (its replayed kernel calls;
 // gate/up 0.91-0.95, LM head 0.89-0.94) while the VM read 50-60 GB/s, 1.00 in a spell when it
-// read 75. Software prefetch ahead made it slower. K > 1024
-// keeps q4_rows: loading each 1024-value segment's codes per row (two loads a line), or taking a
-// segment for 16 rows at a time, measured no faster at K = 2048 and 3072.
+// read 75. K > 1024 keeps q4_rows: loading each 1024-value segment's codes per row (two loads a
+// line), or taking a segment for 16 rows at a time, measured no faster at K = 2048 and 3072.
+// Its weight is prefetched as the other decode kernels' is (prefetch.h). Session 14 measured that
+// slower (before the prefetch was non-temporal); session 16, same host kind, alternating in one
+// process: a 295 MB weight in one call 55.4 -> 65.8 GB/s, in calls of 1, 2 and 4 MB 36.6 -> 42.6,
+// 46.5 -> 49.3 and 50.0 -> 54.8 (medians of 12-24); compiled int4 decode of the Qwen3-0.6B-shaped
+// model 110.7 -> 116.7 and 108.9 -> 113.8 tok/s, eager 99.8 -> 111.9 (medians of 14, 10 and 10
+// generations; one run of 10 108.5 -> 108.7, in a spell where no variant differed), none slower;
+// distances 2 and 8 KB and prefetcht0 no better.
 template <int CH>
 void q4_rows_resident(const uint8_t* act, const int32_t* corr, const float* da, const uint8_t* q,
                       const float* scales, const float* bias, float* C, int64_t n0, int64_t n1) {
@@ -167,6 +173,12 @@ void q4_rows_resident(const uint8_t* act, const int32_t* corr, const float* da, 
   for (int64_t n = n0; n < n1; ++n) {
     const uint8_t* qr = q + n * CH * 64;
     const float* sr = scales + n * NB;
+    // Both streams prefetched kDecodePrefetchBytes ahead (prefetch.h; the scales, a quarter of the
+    // codes' bytes, as far ahead in the weight): every line of the row's codes, its scale lines.
+    _Pragma("GCC unroll 8")
+    for (int c = 0; c < CH; ++c) prefetch_ahead(qr + c * 64, kDecodePrefetchBytes);
+    _Pragma("GCC unroll 2")
+    for (int l = 0; l < NB * 4; l += 64) prefetch_ahead(sr, kDecodePrefetchBytes / 4 + l);
     __m512 part[G];
     _Pragma("GCC unroll 2")
     for (int g = 0; g < G; ++g) {
