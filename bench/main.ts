@@ -24,7 +24,10 @@
  * before and right after each dtype's decode runs), and for each of `--dtypes` (default: the stored
  * dtype; e.g. auto,int8,int4) the batch-1 decode, eager and compiled, as a fraction of the
  * bandwidth limit (the larger of the two readings next to the dtype's runs / Linear weight bytes
- * read per token; *_run_start_rule: with the start reading in place of the one right before);
+ * read per token; *_run_start_rule: with the start reading in place of the one right before),
+ * and after the reading right after them what the dtype's decode GEMV kernels stream alone
+ * (decodeKernelReadBandwidth: one call over 1 GiB, and the same bytes in calls of a layer's ~2 MB,
+ * each also as a fraction of that reading: the ceiling a decode step's fraction stays under);
  * batch-1 decode
  * figures are medians of 3 runs, each after one unmeasured run of the same length (eager since
  * session 10; compiled: its compiling call). `--llamacpp DIR` (a folder with
@@ -36,6 +39,7 @@ import { existsSync, statSync } from "node:fs";
 import * as path from "node:path";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
+import type { DecodeWeightFormat } from "./host.js";
 
 const PROMPT = 32, NEW_TOKENS = 64, COMPILE_NEW_TOKENS = 200;
 /** The sampled decode's settings (bench/peer.py uses the same): transformers' default top-k with a chat model's temperature and top-p. */
@@ -83,7 +87,7 @@ const values = parseFlags();
 if (values.threads !== undefined) process.env.TSORCH_NUM_THREADS = values.threads;
 const tsorch = await import("../src/index.js");
 const { Linear } = await import("../src/nn/layers.js");
-const { hostInfo, median, readBandwidth } = await import("./host.js");
+const { decodeKernelReadBandwidth, hostInfo, median, readBandwidth } = await import("./host.js");
 const { llamaCppPeer } = await import("./llamacpp.js");
 const { AutoModelForCausalLM } = await import("../src/transformers/index.js");
 const { native } = await import("../src/devices/cpu/native.js");
@@ -178,8 +182,10 @@ async function modelBench(dir: string, device: string, dtype = "auto") {
   const c1 = await medianDecode(() => decode(1, true));
   await decode(1, false, true);
   const s1 = await medianDecode(() => decode(1, false, true));
-  // And right after them.
+  // And right after them; then, next to that reading, what this dtype's decode GEMV kernels
+  // stream with nothing else of a step between them (after the runs: it maps and reads 1 GiB).
   const bandwidth = device === "cpu" ? readBandwidth() : null;
+  const kernelRead = device === "cpu" ? decodeKernelReadBandwidth((dtype === "auto" ? model.dtype : dtype) as DecodeWeightFormat) : null;
   return {
     prefill_tokens_per_s: prefill,
     prefill_logits_to_keep_1_tokens_per_s: median(prefillsLast),
@@ -197,6 +203,9 @@ async function modelBench(dir: string, device: string, dtype = "auto") {
     ...bandwidth,
     read_bandwidth_before_decode_bytes_per_s: before?.read_bandwidth_bytes_per_s,
     read_bandwidth_before_decode_runs_gb_per_s: before?.read_bandwidth_runs_gb_per_s,
+    ...kernelRead,
+    decode_kernel_read_one_call_fraction_of_read: kernelRead && bandwidth ? kernelRead.decode_kernel_read_one_call_bytes_per_s / bandwidth.read_bandwidth_bytes_per_s : undefined,
+    decode_kernel_read_calls_fraction_of_read: kernelRead && bandwidth ? kernelRead.decode_kernel_read_calls_bytes_per_s / bandwidth.read_bandwidth_bytes_per_s : undefined,
   };
 }
 
