@@ -26,8 +26,9 @@
  * bandwidth limit (the larger of the two readings next to the dtype's runs / Linear weight bytes
  * read per token; *_run_start_rule: with the start reading in place of the one right before),
  * and after the reading right after them what the dtype's decode GEMV kernels stream alone
- * (decodeKernelReadBandwidth: one call over 1 GiB, and the same bytes in calls of a layer's ~2 MB,
- * each also as a fraction of that reading: the ceiling a decode step's fraction stays under);
+ * (decodeKernelReadBandwidth: one call over 1 GiB, and the same bytes in calls of the model's mean
+ * decoder-layer Linear size; each also as a fraction of the bandwidth behind the limit: a rough
+ * reference for the decode fraction, since the readings move within seconds);
  * batch-1 decode
  * figures are medians of 3 runs, each after one unmeasured run of the same length (eager since
  * session 10; compiled: its compiling call). `--llamacpp DIR` (a folder with
@@ -122,14 +123,16 @@ async function kernels(device: string) {
 
 const ITEM_BYTES: Record<string, number> = { float32: 4, int32: 4, bfloat16: 2, float16: 2 };
 
-/** Bytes of Linear weights (quantized codes and scales, or the float weight) one decode step reads. */
+/** Bytes of one Linear's weight a decode step reads (quantized codes and scales, or the float weight). */
+function linearWeightBytes(m: InstanceType<typeof Linear>): number {
+  const ts = m.quantized ? [m.quantized.q, m.quantized.scales] : [m.weight.value];
+  return ts.reduce((bytes, t) => bytes + t.numel * ITEM_BYTES[t.dtype], 0);
+}
+
+/** Bytes of Linear weights one decode step reads. */
 function weightBytesPerToken(model: { namedModules(): Iterable<[string, unknown]> }): number {
   let bytes = 0;
-  for (const [, m] of model.namedModules()) {
-    if (!(m instanceof Linear)) continue;
-    const ts = m.quantized ? [m.quantized.q, m.quantized.scales] : [m.weight.value];
-    for (const t of ts) bytes += t.numel * ITEM_BYTES[t.dtype];
-  }
+  for (const [, m] of model.namedModules()) if (m instanceof Linear) bytes += linearWeightBytes(m);
   return bytes;
 }
 
@@ -182,10 +185,18 @@ async function modelBench(dir: string, device: string, dtype = "auto") {
   const c1 = await medianDecode(() => decode(1, true));
   await decode(1, false, true);
   const s1 = await medianDecode(() => decode(1, false, true));
-  // And right after them; then, next to that reading, what this dtype's decode GEMV kernels
-  // stream with nothing else of a step between them (after the runs: it maps and reads 1 GiB).
+  // And right after them; then what this dtype's decode GEMV kernels stream with nothing else of
+  // a step between them, in calls of the model's mean decoder-layer Linear size (after the runs:
+  // it maps and reads 1 GiB). Not for weights in a Hub quantization format (their own kernels).
   const bandwidth = device === "cpu" ? readBandwidth() : null;
-  const kernelRead = device === "cpu" ? decodeKernelReadBandwidth((dtype === "auto" ? model.dtype : dtype) as DecodeWeightFormat) : null;
+  const linears = [...model.namedModules()].map(([, m]) => m).filter((m): m is InstanceType<typeof Linear> => m instanceof Linear);
+  let kernelRead = null;
+  if (device === "cpu" && !linears.some((m) => m.hub)) {
+    // Every Linear but the largest (the LM head).
+    const layerBytes = linears.map(linearWeightBytes).sort((a, b) => a - b).slice(0, -1);
+    const callBytes = layerBytes.reduce((a, b) => a + b, 0) / Math.max(1, layerBytes.length);
+    kernelRead = decodeKernelReadBandwidth((dtype === "auto" ? model.dtype : dtype) as DecodeWeightFormat, callBytes);
+  }
   return {
     prefill_tokens_per_s: prefill,
     prefill_logits_to_keep_1_tokens_per_s: median(prefillsLast),
@@ -204,8 +215,6 @@ async function modelBench(dir: string, device: string, dtype = "auto") {
     read_bandwidth_before_decode_bytes_per_s: before?.read_bandwidth_bytes_per_s,
     read_bandwidth_before_decode_runs_gb_per_s: before?.read_bandwidth_runs_gb_per_s,
     ...kernelRead,
-    decode_kernel_read_one_call_fraction_of_read: kernelRead && bandwidth ? kernelRead.decode_kernel_read_one_call_bytes_per_s / bandwidth.read_bandwidth_bytes_per_s : undefined,
-    decode_kernel_read_calls_fraction_of_read: kernelRead && bandwidth ? kernelRead.decode_kernel_read_calls_bytes_per_s / bandwidth.read_bandwidth_bytes_per_s : undefined,
   };
 }
 
@@ -289,6 +298,9 @@ if (values.compile) {
       byDtype[d] = {
         ...r, bandwidth_for_limit_bytes_per_s: bandwidth, bandwidth_limit_tokens_per_s: limit, decode_batch1_fraction_of_limit: r.decode_tokens_per_s_batch1 / limit,
         decode_batch1_compiled_fraction_of_limit: r.decode_tokens_per_s_batch1_compiled / limit,
+        // The kernels alone against the same bandwidth as the decode fractions.
+        decode_kernel_read_one_call_fraction_of_read: (r.decode_kernel_read_one_call_bytes_per_s ?? NaN) / bandwidth,
+        decode_kernel_read_calls_fraction_of_read: (r.decode_kernel_read_calls_bytes_per_s ?? NaN) / bandwidth,
         decode_batch1_fraction_of_limit_run_start_rule: r.decode_tokens_per_s_batch1 / startLimit,
         decode_batch1_compiled_fraction_of_limit_run_start_rule: r.decode_tokens_per_s_batch1_compiled / startLimit,
       };

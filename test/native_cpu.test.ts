@@ -137,6 +137,18 @@ test("numThreads and cpuFeatures describe the pool and the kernels", () => {
   if (process.env.TSORCH_CPU_ISA === "portable") assert.match(f, /kernels=portable int8=portable bf16=f32$/);
 });
 
+test("decodeReadBandwidth (bench/host.ts): rates of one call and of calls of a set size, then a call's bytes; bad bits throw", () => {
+  // 2 MiB of weight in calls of ~256 KiB, K = 1024: rows of 640 bytes (int4), 1152 (int8), 2048 (bfloat16).
+  for (const [dtype, bits, row] of [[F32, 4, 640], [F32, 8, 1152], [BF16, 0, 2048]]) {
+    const r = nat.decodeReadBandwidth(dtype, bits, 256 * 1024, 2 * 1024 * 1024, 2);
+    assert.equal(r.length, 5);
+    for (const v of r.slice(0, 4)) assert.ok(Number.isFinite(v) && v > 0, `bits ${bits}: rate ${v}`);
+    assert.equal(r[4], Math.floor((256 * 1024) / row) * row);
+  }
+  assert.throws(() => nat.decodeReadBandwidth(F32, 3, 1 << 20, 1 << 20, 1), /bits must be 0 \(a float weight\), 8 or 4, got 3/);
+  assert.throws(() => nat.decodeReadBandwidth(I32, 0, 1 << 20, 1 << 20, 1), /wDtype/);
+});
+
 test("the portable kernels pass this file too (child process, 3 threads)", { skip: !!process.env.TSORCH_CPU_ISA }, () => {
   const env: NodeJS.ProcessEnv = { ...process.env, TSORCH_CPU_ISA: "portable", TSORCH_NUM_THREADS: "3" };
   // Inherited from our own `node --test` parent, it would make the child always exit 0.

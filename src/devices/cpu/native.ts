@@ -74,6 +74,15 @@ export interface NativeCpu {
    * the widest loads the CPU has, after one untimed read (benchmarks: bench/host.ts). The buffer is
    * memory of the kind large tensors get (allocateHuge's 2 MB pages where the platform has them). */
   readBandwidth(bytes: number, reps: number): number[];
+  /**
+   * Bytes/s of the batch-1 decode GEMV kernels with one activation row, K = 1024: `linear` over a
+   * float weight of `wDtype` (bits 0) or `linearQuantized` at bits 8 / 4, over about `bytes` of
+   * weight in memory like readBandwidth's (mapped and released within the call): `reps` single
+   * calls over all of it, then `reps` passes of consecutive calls of about `callBytes` each, then
+   * the bytes one such call reads (2 reps + 1 numbers; empty if the memory cannot be had). For
+   * benchmarks (bench/host.ts). Throws TypeError for bits other than 0, 8, 4 or a non-float wDtype.
+   */
+  decodeReadBandwidth(wDtype: number, bits: number, callBytes: number, bytes: number, reps: number): number[];
 
   /**
    * Strided copy with dtype conversion: for every index i of `shape`,

@@ -51,6 +51,29 @@ napi_value CpuFeatures(napi_env env, napi_callback_info info) {
   return v;
 }
 
+// decodeReadBandwidth(wDtype, bits, callBytes, bytes, reps): decode_read_bandwidth's numbers (membw.cc;
+// for benchmarks).
+napi_value DecodeReadBandwidth(napi_env env, napi_callback_info info) {
+  Args args(env, info, "decodeReadBandwidth", 5);
+  const int w_dtype = args.dtype(0, "wDtype");
+  const int64_t bits = args.integer(1, "bits");
+  const int64_t call_bytes = args.integer(2, "callBytes", 1);
+  const int64_t bytes = args.integer(3, "bytes", 1);
+  const int64_t reps = args.integer(4, "reps", 1, 1000);
+  if (args.failed()) return nullptr;
+  if (!args.check(bits == 0 || bits == 8 || bits == 4, true, "bits must be 0 (a float weight), 8 or 4, got %lld", static_cast<long long>(bits))) return nullptr;
+  if (bits == 0 && !float_dtype(args, w_dtype, "wDtype")) return nullptr;
+  const std::vector<double> r = decode_read_bandwidth(w_dtype, static_cast<int>(bits), call_bytes, bytes, static_cast<int>(reps));
+  napi_value arr;
+  napi_create_array_with_length(env, r.size(), &arr);
+  for (size_t i = 0; i < r.size(); ++i) {
+    napi_value v;
+    napi_create_double(env, r[i], &v);
+    napi_set_element(env, arr, static_cast<uint32_t>(i), v);
+  }
+  return arr;
+}
+
 // readBandwidth(bytes, reps): bytes/s of each of `reps` streaming reads of a `bytes` buffer, split
 // over the thread pool (membw.cc; for benchmarks).
 napi_value ReadBandwidth(napi_env env, napi_callback_info info) {
@@ -921,6 +944,7 @@ NAPI_MODULE_INIT() {
       {"numThreads", nullptr, NumThreads, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
       {"cpuFeatures", nullptr, CpuFeatures, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
       {"readBandwidth", nullptr, ReadBandwidth, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
+      {"decodeReadBandwidth", nullptr, DecodeReadBandwidth, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
       {"allocateHuge", nullptr, AllocateHuge, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
       {"muteStderr", nullptr, MuteStderr, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
       {"restoreStderr", nullptr, RestoreStderr, nullptr, nullptr, nullptr, napi_enumerable, nullptr},

@@ -6,12 +6,15 @@
 // The buffer is memory of the kind the weights live in (huge_pages.h: 2 MB pages where the platform
 // gives them): on that host two threads read 52-53 GB/s from 4 KB pages and 68-70 from 2 MB pages,
 // so a read of ordinary heap memory understated the bandwidth the decode GEMVs can get by ~25%.
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <vector>
 
+#include "dtype.h"
 #include "huge_pages.h"
 #include "ops.h"
 #include "thread_pool.h"
@@ -69,6 +72,55 @@ std::vector<double> read_bandwidth(int64_t bytes, int reps) {
   if (huge.base) unmap_huge(huge);
   else std::free(buf);
   return out;
+}
+
+std::vector<double> decode_read_bandwidth(int w_dtype, int bits, int64_t call_bytes, int64_t bytes, int reps) {
+  constexpr int64_t K = 1024;
+  const int64_t row_bytes = bits ? K * bits / 8 + K / 32 * 4 : K * dtype_size(w_dtype);
+  const int64_t n = std::max<int64_t>(1, call_bytes / row_bytes);
+  const int64_t calls = std::max<int64_t>(1, bytes / row_bytes / n), N = n * calls;
+  const int64_t total = N * row_bytes;
+  const HugeMapping huge = map_huge(static_cast<size_t>(total));
+  uint8_t* w = huge.base ? static_cast<uint8_t*>(huge.base)
+                         : static_cast<uint8_t*>(std::aligned_alloc(64, static_cast<size_t>((total + 63) / 64 * 64)));
+  if (!w) return {};
+  // Arbitrary values (the kernels' work does not depend on them), first touched by the pool's
+  // threads as read_bandwidth's buffer is: codes then float32 scales, or the float weight.
+  const int64_t code_bytes = bits ? N * K * bits / 8 : total;
+  ThreadPool& pool = ThreadPool::get();
+  const int64_t tasks = pool.size();
+  pool.parallel_for(tasks, [&](int64_t t) {
+    const int64_t b0 = code_bytes * t / tasks, b1 = code_bytes * (t + 1) / tasks;
+    std::memset(w + b0, bits ? 0x5a : 0x3c, static_cast<size_t>(b1 - b0));
+  });
+  float* scales = bits ? reinterpret_cast<float*>(w + code_bytes) : nullptr;
+  if (bits) std::fill(scales, scales + N * (K / 32), 0.01f);
+  std::vector<float> x(K), out(static_cast<size_t>(N));
+  for (int64_t k = 0; k < K; ++k) x[k] = std::sin(static_cast<float>(k));
+  // Rows [r0, r1) of W into out, as one GEMV call.
+  const auto gemv = [&](int64_t r0, int64_t r1) {
+    if (bits) linear_quantized(x.data(), w + r0 * (K * bits / 8), scales + r0 * (K / 32), bits, nullptr, 0, out.data() + r0, 1, r1 - r0, K);
+    else linear(x.data(), w + r0 * row_bytes, w_dtype, nullptr, 0, out.data() + r0, 1, r1 - r0, K);
+  };
+  const auto one_call = [&] { gemv(0, N); };
+  const auto layer_calls = [&] { for (int64_t c = 0; c < calls; ++c) gemv(c * n, (c + 1) * n); };
+  const auto rate = [&](auto&& f) {
+    const double t0 = now_seconds();
+    f();
+    return static_cast<double>(total) / (now_seconds() - t0);
+  };
+  one_call();
+  layer_calls();
+  std::vector<double> one, layered;
+  for (int r = 0; r < reps; ++r) {
+    one.push_back(rate(one_call));
+    layered.push_back(rate(layer_calls));
+  }
+  if (huge.base) unmap_huge(huge);
+  else std::free(w);
+  one.insert(one.end(), layered.begin(), layered.end());
+  one.push_back(static_cast<double>(n * row_bytes));
+  return one;
 }
 
 }  // namespace tsorch

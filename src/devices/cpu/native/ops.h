@@ -191,5 +191,11 @@ void topk(const float* x, float* values, int64_t* indices, int64_t rows, int64_t
 
 // Bytes per second of `reps` streaming reads of a buffer of `bytes` over the thread pool (membw.cc).
 std::vector<double> read_bandwidth(int64_t bytes, int reps);
+// Bytes/s of the batch-1 decode GEMV kernels (linear for a float weight of w_dtype when bits is 0,
+// else linear_quantized at bits 8 / 4) with one activation row, K = 1024, over a weight of about
+// `bytes`: `reps` single calls over all of it, then `reps` passes of consecutive calls of about
+// `call_bytes` each, then the bytes of W one such call reads (membw.cc; empty if the memory cannot
+// be had).
+std::vector<double> decode_read_bandwidth(int w_dtype, int bits, int64_t call_bytes, int64_t bytes, int reps);
 
 }  // namespace tsorch
