@@ -57,7 +57,7 @@ export type DecodeWeightFormat = "float32" | "bfloat16" | "float16" | "int8" | "
 export function decodeKernelReadBandwidth(format: DecodeWeightFormat, callBytes = 2 * 2 ** 20, bytes = 2 ** 30, reps = 3) {
   const bits = format === "int8" ? 8 : format === "int4" ? 4 : 0;
   const wDtype = bits ? DTYPE_CODE.float32 : DTYPE_CODE[format as "float32" | "bfloat16" | "float16"];
-  const r = native().decodeReadBandwidth(wDtype, bits, callBytes, bytes, reps);
+  const r = native().decodeReadBandwidth(wDtype, bits, Math.max(1, Math.round(callBytes)), Math.round(bytes), reps);
   if (r.length !== 2 * reps + 1) throw new Error(`decodeKernelReadBandwidth: could not have ${bytes} bytes of memory`);
   const one = r.slice(0, reps), calls = r.slice(reps, 2 * reps);
   const gb = (rs: number[]) => rs.map((v) => +(v / 1e9).toFixed(2));
