@@ -51,19 +51,8 @@ napi_value CpuFeatures(napi_env env, napi_callback_info info) {
   return v;
 }
 
-// decodeReadBandwidth(wDtype, bits, callBytes, bytes, reps): decode_read_bandwidth's numbers (membw.cc;
-// for benchmarks).
-napi_value DecodeReadBandwidth(napi_env env, napi_callback_info info) {
-  Args args(env, info, "decodeReadBandwidth", 5);
-  const int w_dtype = args.dtype(0, "wDtype");
-  const int64_t bits = args.integer(1, "bits");
-  const int64_t call_bytes = args.integer(2, "callBytes", 1);
-  const int64_t bytes = args.integer(3, "bytes", 1);
-  const int64_t reps = args.integer(4, "reps", 1, 1000);
-  if (args.failed()) return nullptr;
-  if (!args.check(bits == 0 || bits == 8 || bits == 4, true, "bits must be 0 (a float weight), 8 or 4, got %lld", static_cast<long long>(bits))) return nullptr;
-  if (bits == 0 && !float_dtype(args, w_dtype, "wDtype")) return nullptr;
-  const std::vector<double> r = decode_read_bandwidth(w_dtype, static_cast<int>(bits), call_bytes, bytes, static_cast<int>(reps));
+// A JS array of the numbers in r.
+napi_value number_array(napi_env env, const std::vector<double>& r) {
   napi_value arr;
   napi_create_array_with_length(env, r.size(), &arr);
   for (size_t i = 0; i < r.size(); ++i) {
@@ -74,6 +63,24 @@ napi_value DecodeReadBandwidth(napi_env env, napi_callback_info info) {
   return arr;
 }
 
+// decodeReadBandwidth(wDtype, bits, callBytes, bytes, reps): decode_read_bandwidth's numbers
+// (membw.cc; for benchmarks).
+napi_value DecodeReadBandwidth(napi_env env, napi_callback_info info) {
+  Args args(env, info, "decodeReadBandwidth", 5);
+  const int w_dtype = args.dtype(0, "wDtype");
+  const int64_t bits = args.integer(1, "bits");
+  const int64_t call_bytes = args.integer(2, "callBytes", 1);
+  const int64_t bytes = args.integer(3, "bytes", 1);
+  const int64_t reps = args.integer(4, "reps", 1, 1000);
+  if (args.failed()) return nullptr;
+  if (!args.check(bits == 0 || bits == 8 || bits == 4, true, "bits must be 0 (a float weight), 8 or 4, got %lld",
+                  static_cast<long long>(bits)))
+    return nullptr;
+  if (bits == 0 && !float_dtype(args, w_dtype, "wDtype")) return nullptr;
+  return number_array(env, decode_read_bandwidth(w_dtype, static_cast<int>(bits), call_bytes, bytes,
+                                                 static_cast<int>(reps)));
+}
+
 // readBandwidth(bytes, reps): bytes/s of each of `reps` streaming reads of a `bytes` buffer, split
 // over the thread pool (membw.cc; for benchmarks).
 napi_value ReadBandwidth(napi_env env, napi_callback_info info) {
@@ -81,15 +88,7 @@ napi_value ReadBandwidth(napi_env env, napi_callback_info info) {
   const int64_t bytes = args.integer(0, "bytes", 64);
   const int64_t reps = args.integer(1, "reps", 1, 1000);
   if (args.failed()) return nullptr;
-  const std::vector<double> r = read_bandwidth(bytes, static_cast<int>(reps));
-  napi_value arr;
-  napi_create_array_with_length(env, r.size(), &arr);
-  for (size_t i = 0; i < r.size(); ++i) {
-    napi_value v;
-    napi_create_double(env, r[i], &v);
-    napi_set_element(env, arr, static_cast<uint32_t>(i), v);
-  }
-  return arr;
+  return number_array(env, read_bandwidth(bytes, static_cast<int>(reps)));
 }
 
 // muteStderr(): point fd 2 at /dev/null; returns a duplicate of the old fd 2 for restoreStderr,

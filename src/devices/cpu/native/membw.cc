@@ -6,6 +6,8 @@
 // The buffer is memory of the kind the weights live in (huge_pages.h: 2 MB pages where the platform
 // gives them): on that host two threads read 52-53 GB/s from 4 KB pages and 68-70 from 2 MB pages,
 // so a read of ordinary heap memory understated the bandwidth the decode GEMVs can get by ~25%.
+// decode_read_bandwidth streams memory of the same kind through the decode GEMV kernels themselves
+// (ops.h), so that the bench can set what they read beside the plain read.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -99,8 +101,11 @@ std::vector<double> decode_read_bandwidth(int w_dtype, int bits, int64_t call_by
   for (int64_t k = 0; k < K; ++k) x[k] = std::sin(static_cast<float>(k));
   // Rows [r0, r1) of W into out, as one GEMV call.
   const auto gemv = [&](int64_t r0, int64_t r1) {
-    if (bits) linear_quantized(x.data(), w + r0 * (K * bits / 8), scales + r0 * (K / 32), bits, nullptr, 0, out.data() + r0, 1, r1 - r0, K);
-    else linear(x.data(), w + r0 * row_bytes, w_dtype, nullptr, 0, out.data() + r0, 1, r1 - r0, K);
+    if (bits)
+      linear_quantized(x.data(), w + r0 * (K * bits / 8), scales + r0 * (K / 32), bits, nullptr, 0,
+                       out.data() + r0, 1, r1 - r0, K);
+    else
+      linear(x.data(), w + r0 * row_bytes, w_dtype, nullptr, 0, out.data() + r0, 1, r1 - r0, K);
   };
   const auto one_call = [&] { gemv(0, N); };
   const auto layer_calls = [&] { for (int64_t c = 0; c < calls; ++c) gemv(c * n, (c + 1) * n); };
