@@ -129,13 +129,6 @@ function linearWeightBytes(m: InstanceType<typeof Linear>): number {
   return ts.reduce((bytes, t) => bytes + t.numel * ITEM_BYTES[t.dtype], 0);
 }
 
-/** Bytes of Linear weights one decode step reads. */
-function weightBytesPerToken(model: { namedModules(): Iterable<[string, unknown]> }): number {
-  let bytes = 0;
-  for (const [, m] of model.namedModules()) if (m instanceof Linear) bytes += linearWeightBytes(m);
-  return bytes;
-}
-
 async function modelBench(dir: string, device: string, dtype = "auto") {
   const model = await AutoModelForCausalLM.fromPretrained(dir, { device, dtype: dtype as "auto" });
   // The high-water mark so far: the process start plus loading (each weight read once into host memory).
@@ -190,10 +183,12 @@ async function modelBench(dir: string, device: string, dtype = "auto") {
   // it maps and reads 1 GiB). Not for weights in a Hub quantization format (their own kernels).
   const bandwidth = device === "cpu" ? readBandwidth() : null;
   const linears = [...model.namedModules()].map(([, m]) => m).filter((m): m is InstanceType<typeof Linear> => m instanceof Linear);
+  // Bytes of each Linear's weight; together, what one decode step reads.
+  const linearBytes = linears.map(linearWeightBytes);
   let kernelRead = null;
   if (device === "cpu" && !linears.some((m) => m.hub)) {
     // Every Linear but the largest (the LM head).
-    const layerBytes = linears.map(linearWeightBytes).sort((a, b) => a - b).slice(0, -1);
+    const layerBytes = [...linearBytes].sort((a, b) => a - b).slice(0, -1);
     const callBytes = layerBytes.reduce((a, b) => a + b, 0) / Math.max(1, layerBytes.length);
     kernelRead = decodeKernelReadBandwidth((dtype === "auto" ? model.dtype : dtype) as DecodeWeightFormat, callBytes);
   }
@@ -208,7 +203,7 @@ async function modelBench(dir: string, device: string, dtype = "auto") {
     load_peak_rss_bytes: loadPeakRss,
     peak_rss_bytes: process.resourceUsage().maxRSS * 1024,
     dtype: dtype === "auto" ? model.dtype : dtype,
-    weight_bytes_per_token: weightBytesPerToken(model),
+    weight_bytes_per_token: linearBytes.reduce((a, b) => a + b, 0),
     decode_tokens_per_s_batch1_runs: b1.runs,
     decode_tokens_per_s_batch1_compiled_runs: c1.runs,
     ...bandwidth,
