@@ -13,6 +13,7 @@ load_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 vocab = model.config.vocab_size
 
 
+PREFILL_RUNS = 7  # as bench/main.ts
 # The sampled decode's settings, as bench/main.ts's SAMPLING.
 SAMPLING = dict(do_sample=True, temperature=0.7, top_k=50, top_p=0.9)
 
@@ -34,14 +35,16 @@ def decode_rate(batch, sampled=False):
 
 run(1, 2)  # warm-up
 with torch.inference_mode():
-    ids = torch.randint(0, vocab, (1, prompt_len))
-    t0 = time.perf_counter(); model(ids); prefill = time.perf_counter() - t0
-    # As generate's prefill: logits of the last position only (median of 3 prompts).
-    prefill_last = []
-    for r in range(3):
+    # Medians of PREFILL_RUNS prompts (as bench/main.ts): all logits, then as generate's prefill,
+    # the logits of the last position only.
+    prefill, prefill_last = [], []
+    for r in range(PREFILL_RUNS):
+        ids = torch.randint(0, vocab, (1, prompt_len))
+        t0 = time.perf_counter(); model(ids); prefill.append(time.perf_counter() - t0)
+    for r in range(PREFILL_RUNS):
         ids = torch.randint(0, vocab, (1, prompt_len))
         t0 = time.perf_counter(); model(ids, logits_to_keep=1); prefill_last.append(time.perf_counter() - t0)
-    prefill_last = sorted(prefill_last)[1]
+    prefill, prefill_last = sorted(prefill)[PREFILL_RUNS // 2], sorted(prefill_last)[PREFILL_RUNS // 2]
 decode1, ttft = decode_rate(1)
 decode8, _ = decode_rate(8)
 decode1_sampled, _ = decode_rate(1, sampled=True)
