@@ -202,6 +202,40 @@ constexpr void (*kBinaryBlocks[])(const float*, const float*, float*, int64_t) =
 // Elements per block: every step's values for one block stay in L1.
 constexpr int64_t kFusedBlock = 256;
 
+// One run of n elements of a fused chain: input k's element i at in[k][i * st[k]], the result's
+// at out[i * out_st]; block by block, each step one loop of its op over the block.
+void fused_run(const int32_t* prog, int nsteps, const float* const* in, const int64_t* st, float* out,
+               int64_t out_st, int64_t n) {
+  thread_local std::vector<float> values;
+  values.resize(static_cast<size_t>(nsteps) * kFusedBlock);
+  float gathered[2][kFusedBlock];
+  for (int64_t j0 = 0; j0 < n; j0 += kFusedBlock) {
+    const int64_t len = std::min(kFusedBlock, n - j0);
+    // An operand's values for this block: an earlier step's, or an input's (gathered if strided).
+    auto operand = [&](int kind, int idx, int slot) -> const float* {
+      if (kind == 1) return values.data() + static_cast<size_t>(idx) * kFusedBlock;
+      const float* base = in[idx] + j0 * st[idx];
+      if (st[idx] == 1) return base;
+      for (int64_t i = 0; i < len; ++i) gathered[slot][i] = base[i * st[idx]];
+      return gathered[slot];
+    };
+    for (int s = 0; s < nsteps; ++s) {
+      const int32_t* p = prog + s * 6;
+      float* dst = values.data() + static_cast<size_t>(s) * kFusedBlock;
+      const float* a = operand(p[2], p[3], 0);
+      if (p[0] == 0) {
+        kUnaryRuns[p[1]](a, dst, len);
+      } else {
+        const float* b = operand(p[4], p[5], 1);
+        kBinaryBlocks[p[1]](a, b, dst, len);  // op checked by the exports: kAdd .. kPow
+      }
+    }
+    const float* last = values.data() + static_cast<size_t>(nsteps - 1) * kFusedBlock;
+    float* o = out + j0 * out_st;
+    for (int64_t i = 0; i < len; ++i) o[i * out_st] = last[i];
+  }
+}
+
 }  // namespace
 
 void fused_elementwise(const int32_t* prog, int nsteps, const float* const* in, const Dims* in_strides,
@@ -211,36 +245,17 @@ void fused_elementwise(const int32_t* prog, int nsteps, const float* const* in, 
   for (int k = 0; k < kMaxFusedInputs; ++k) strides[k] = k < nin ? &in_strides[k] : &out_strides;
   strides[kMaxFusedInputs] = &out_strides;
   for_each_strided<kMaxFusedInputs + 1>(shape, strides, [&](const int64_t* off, int64_t n, const int64_t* st) {
-    thread_local std::vector<float> values;
-    values.resize(static_cast<size_t>(nsteps) * kFusedBlock);
-    float gathered[2][kFusedBlock];
-    for (int64_t j0 = 0; j0 < n; j0 += kFusedBlock) {
-      const int64_t len = std::min(kFusedBlock, n - j0);
-      // An operand's values for this block: an earlier step's, or an input's (gathered if strided).
-      auto operand = [&](int kind, int idx, int slot) -> const float* {
-        if (kind == 1) return values.data() + static_cast<size_t>(idx) * kFusedBlock;
-        const float* base = in[idx] + off[idx] + j0 * st[idx];
-        if (st[idx] == 1) return base;
-        for (int64_t i = 0; i < len; ++i) gathered[slot][i] = base[i * st[idx]];
-        return gathered[slot];
-      };
-      for (int s = 0; s < nsteps; ++s) {
-        const int32_t* p = prog + s * 6;
-        float* dst = values.data() + static_cast<size_t>(s) * kFusedBlock;
-        const float* a = operand(p[2], p[3], 0);
-        // Each step runs as one loop of its op over the block (no per-element dispatch).
-        if (p[0] == 0) {
-          kUnaryRuns[p[1]](a, dst, len);
-        } else {
-          const float* b = operand(p[4], p[5], 1);
-          kBinaryBlocks[p[1]](a, b, dst, len);  // op checked by the export: kAdd .. kPow
-        }
-      }
-      const float* last = values.data() + static_cast<size_t>(nsteps - 1) * kFusedBlock;
-      float* o = out + off[kMaxFusedInputs] + j0 * st[kMaxFusedInputs];
-      for (int64_t i = 0; i < len; ++i) o[i * st[kMaxFusedInputs]] = last[i];
-    }
+    const float* at[kMaxFusedInputs] = {};
+    for (int k = 0; k < nin; ++k) at[k] = in[k] + off[k];
+    fused_run(prog, nsteps, at, st, out + off[kMaxFusedInputs], st[kMaxFusedInputs], n);
   });
+}
+
+void fused_elementwise_contiguous(const int32_t* prog, int nsteps, const float* const* in, float* out,
+                                  int64_t n) {
+  static_assert(kMaxFusedInputs == 6, "a unit stride for every input");
+  const int64_t unit[kMaxFusedInputs] = {1, 1, 1, 1, 1, 1};
+  fused_run(prog, nsteps, in, unit, out, 1, n);
 }
 
 void unary(int op, const float* x, float* out, int64_t n) {

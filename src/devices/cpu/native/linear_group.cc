@@ -9,8 +9,9 @@
 // thread and the chain then runs over every column (epilogue_all: a slice of the columns per
 // thread for a row or two, column pieces over the pool for more). Each column is computed by the
 // same kernel as an eager linear (gemm_range), and the norm and the chain by the eager rms_norm and
-// fused_elementwise, so the results equal the unfused ops' exactly. More rows (prefill: the packed
-// / bf16 GEMMs) run each product with gemm_parallel, then epilogue_all. Block-quantized
+// fused_elementwise's loops (fused_elementwise_contiguous), so the results equal the unfused ops'
+// exactly. More rows (prefill: the packed / bf16 GEMMs) run each product with gemm_parallel, then
+// epilogue_all. Block-quantized
 // weights (FusedWeight) run the same way through linear_quantized's kernels (FusedProducts): the
 // input quantized once per call, split as linear_quantized_group splits (parallel_ranges over its
 // 24-row chunks), the results again the eager ones.
@@ -35,12 +36,10 @@ constexpr int64_t kTasksPerThread = 4;
 // The chain of `a.prog` over columns [n0, n1) of the products (row stride N) into `out`.
 void epilogue_columns(const LinearGroupArgs& a, float* const* products, int64_t n0, int64_t n1) {
   const int64_t N = a.w[0].N;
-  const Dims shape{n1 - n0};
-  const Dims unit[kMaxFusedInputs] = {{1}, {1}, {1}, {1}, {1}, {1}};
   for (int64_t m = 0; m < a.M; ++m) {
     const float* in[kMaxFusedInputs] = {};
     for (int g = 0; g < a.G; ++g) in[g] = products[g] + m * N + n0;
-    fused_elementwise(a.prog, a.nsteps, in, unit, a.G, a.out[0] + m * N + n0, shape);
+    fused_elementwise_contiguous(a.prog, a.nsteps, in, a.out[0] + m * N + n0, n1 - n0);
   }
 }
 

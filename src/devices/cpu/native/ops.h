@@ -40,6 +40,10 @@ void where(const uint8_t* cond, const Dims& cond_strides, const void* a, const D
 constexpr int kMaxFusedInputs = 6;
 void fused_elementwise(const int32_t* prog, int nsteps, const float* const* in, const Dims* in_strides,
                        int nin, float* out, const Dims& shape);
+// The same chain over n contiguous elements of every input into out, on the calling thread (no
+// layout analysis or allocation: the epilogues of linear_group.cc run it per row and column piece).
+void fused_elementwise_contiguous(const int32_t* prog, int nsteps, const float* const* in, float* out,
+                                  int64_t n);
 
 // reduce.cc
 // Index in [0, n) (n >= 1) of the first NaN of x, else of its first maximum (max) or minimum.
