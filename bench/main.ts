@@ -199,6 +199,7 @@ async function modelBench(dir: string, device: string, dtype = "auto") {
   return {
     prefill_tokens_per_s: prefill,
     prefill_logits_to_keep_1_tokens_per_s: median(prefillsLast),
+    prefill_logits_to_keep_1_runs_tokens_per_s: prefillsLast.map((v) => +v.toFixed(1)),
     decode_tokens_per_s_batch1: b1.rate,
     decode_tokens_per_s_batch8: b8.rate,
     decode_tokens_per_s_batch1_compiled: c1.rate,
