@@ -6,12 +6,10 @@
  * may use; the report's "threads" is the size the pool really has. Bad flags: one line, exit 2.)
  *
  * Measures, on a local checkpoint (nothing is downloaded): prefill tokens/s (prompt 32, batch 1,
- * median of PREFILL_RUNS prompts),
- * decode tokens/s (64 new tokens, batch 1 and batch 8, batch 1 compiled: generate({ compile:
- * true }), after one compiling call, and batch 1 sampled: temperature 0.7, top-k 50, top-p 0.9;
- * the first token is excluded), time to
- * first token, peak RSS right after loading the weights and after the run (each also over the
- * checkpoint's size), linear GFLOPS at 1024x1024x1024 (float32 and bfloat16 weights) and GEMV
+ * median of PREFILL_RUNS prompts), decode tokens/s (64 new tokens, batch 1 and batch 8, batch 1
+ * compiled: generate({ compile: true }), after one compiling call, and batch 1 sampled:
+ * temperature 0.7, top-k 50, top-p 0.9; the first token is excluded), time to first token, peak
+ * RSS right after loading the weights and after the run (each also over the checkpoint's size), linear GFLOPS at 1024x1024x1024 (float32 and bfloat16 weights) and GEMV
  * bandwidth at 4096x1024 (bfloat16 weights). With --peer-python (a Python with torch and
  * transformers, e.g. from ../shared/tools/reference-venv.sh) it runs the same workload in PyTorch
  * in the same run (bench/peer.py) and prints the ratios tsorch / PyTorch. With --compile it instead
@@ -199,7 +197,7 @@ async function modelBench(dir: string, device: string, dtype = "auto") {
   return {
     prefill_tokens_per_s: prefill,
     prefill_logits_to_keep_1_tokens_per_s: median(prefillsLast),
-    prefill_logits_to_keep_1_runs_tokens_per_s: prefillsLast.map((v) => +v.toFixed(1)),
+    prefill_logits_to_keep_1_tokens_per_s_runs: prefillsLast,
     decode_tokens_per_s_batch1: b1.rate,
     decode_tokens_per_s_batch8: b8.rate,
     decode_tokens_per_s_batch1_compiled: c1.rate,

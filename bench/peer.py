@@ -1,7 +1,7 @@
 """PyTorch + transformers side of `npm run bench` (the peer measured in the same run).
 Runs the same workload as bench/main.ts and prints one JSON object on stdout.
 usage: python peer.py MODEL_DIR THREADS PROMPT_LEN NEW_TOKENS"""
-import json, resource, sys, time
+import json, resource, statistics, sys, time
 import torch
 from transformers import AutoModelForCausalLM
 
@@ -44,7 +44,7 @@ with torch.inference_mode():
     for r in range(PREFILL_RUNS):
         ids = torch.randint(0, vocab, (1, prompt_len))
         t0 = time.perf_counter(); model(ids, logits_to_keep=1); prefill_last.append(time.perf_counter() - t0)
-    prefill, prefill_last = sorted(prefill)[PREFILL_RUNS // 2], sorted(prefill_last)[PREFILL_RUNS // 2]
+    prefill, prefill_last = statistics.median(prefill), statistics.median(prefill_last)
 decode1, ttft = decode_rate(1)
 decode8, _ = decode_rate(8)
 decode1_sampled, _ = decode_rate(1, sampled=True)

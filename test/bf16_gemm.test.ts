@@ -30,14 +30,15 @@ test("linear with bfloat16 weights matches a float64 reference on this host's pa
   // with single-row tails (M <= 16: the weight-streaming kernel, every M from 1 to 16, one group
   // of rows or two); M > 16: 2, 4, 8 and 16 rows per lane group, two vectors, blocks of 32 with
   // tails. K: 32-value lines with a partial last line (100, 37) and without (64); K = 3300: more
-  // than 32 KiB of packed rows, which the streaming kernel splits into groups (M = 5: 3 + 2).
+  // than 32 KiB of packed rows, which the streaming kernel splits into groups (M = 5: 3 + 2), and
+  // at M = 17 / 33 several chunks of steps for the tiled kernel (whose first block prefetches W).
   const N = 37;
   for (const K of [100, 37, 64, 3300]) {
     const w = Array.from({ length: N * K }, () => roundFloat(rand(), "bfloat16"));
     const bias = Array.from({ length: N }, () => Math.fround(rand()));
     const wt = fromBytes(encode(w, "float32"), "float32", [N, K], "cpu").to("cpu", "bfloat16");
     const bt = fromBytes(encode(bias, "float32"), "float32", [N], "cpu");
-    for (const M of K > 1000 ? [1, 4, 5, 8, 16] : [...Array.from({ length: 16 }, (_, i) => i + 1), 17, 33, 40, 70]) {
+    for (const M of K > 1000 ? [1, 4, 5, 8, 16, 17, 33] : [...Array.from({ length: 16 }, (_, i) => i + 1), 17, 33, 40, 70]) {
       const x = Array.from({ length: M * K }, () => Math.fround(rand() * 3));
       const got = (await linear(fromBytes(encode(x, "float32"), "float32", [M, K], "cpu"), wt, bt).data()) as Float32Array;
       // M = 1 stays on the float32 GEMV; from M = 2 the bf16 path rounds the activations.

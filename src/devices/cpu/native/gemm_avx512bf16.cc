@@ -156,9 +156,10 @@ __m512i broadcast(const uint16_t* p) {
 // ([NR][MV*16]) start from zero (t0 == 0) or from T, and go back to T.
 //
 // PF (the first block of rows over a panel, which reads W from memory; later blocks find it in
-// L2): each row's line kAhead lines ahead is prefetched as a line is begun, and past the chunk's
-// end the next tile's rows' first lines, so that the NR row streams (12-24 lines a step apart)
-// stay ahead of the dot products. Measured on AMD EPYC Zen 5, 2 threads, M = 32 (a 32-token
+// L2): as each line of the tile's rows is begun, the line kAhead lines further along the stream of
+// this tile's rows, then of the next tile's, is prefetched (a prefetch past the matrix never
+// faults; short chunks and a panel's last tile prefetch lines that are not next), so that the 12
+// row streams stay ahead of the dot products. Measured on AMD EPYC Zen 5, 2 threads, M = 32 (a 32-token
 // prefill), W from DRAM, the builds alternating in one process: K = 1024, N = 4096 / 6144
 // 0.82-0.89 / 0.78-0.90 of the time; K = 2048 / 3072, N = 1024 0.95 / 0.96-0.99; M = 512
 // unchanged; the Qwen3-0.6B-shaped prefill's recorded calls 0.92 (linearGroup 0.87). Distances 2
@@ -320,18 +321,6 @@ void stream_cols(const uint16_t* A, int64_t M, int64_t K, const uint16_t* W, int
   }
 }
 
-// block_cols for one packed block of shape b, with register tiles of NR * MV accumulators (24 of
-// the 32 zmm).
-template <bool PF>
-void block_shape(const BlockShape& b, const uint32_t* P, int64_t mb, int64_t K, const uint16_t* W,
-                 int64_t ldw, float* T, const float* bias, float* C, int64_t ldc, int64_t n0, int64_t n1) {
-  if (b.s == 8) block_cols<8, 1, 24, PF>(P, b.steps, mb, K, W, ldw, T, bias, C, ldc, n0, n1);
-  else if (b.s == 4) block_cols<4, 1, 24, PF>(P, b.steps, mb, K, W, ldw, T, bias, C, ldc, n0, n1);
-  else if (b.s == 2) block_cols<2, 1, 24, PF>(P, b.steps, mb, K, W, ldw, T, bias, C, ldc, n0, n1);
-  else if (b.mv == 1) block_cols<1, 1, 24, PF>(P, b.steps, mb, K, W, ldw, T, bias, C, ldc, n0, n1);
-  else block_cols<1, 2, 12, PF>(P, b.steps, mb, K, W, ldw, T, bias, C, ldc, n0, n1);
-}
-
 // Columns [n0, n1) of C from A packed by pack_a, in panels of kPanel columns whose weights
 // (kPanel rows of W) stay in L2 while every block of rows of A passes over them. Uses
 // thread_scratch(0).
@@ -348,8 +337,15 @@ void gemm_packed(const uint32_t* P0, int64_t M, int64_t K, const uint16_t* W, in
       const int64_t mb = M - m0 < kBlock ? M - m0 : kBlock;
       const BlockShape b = shape_of(mb, K);
       float* c = C + m0 * ldc;
-      if (m0 == 0) block_shape<true>(b, P, mb, K, W, ldw, T, bias, c, ldc, p0, p1);
-      else block_shape<false>(b, P, mb, K, W, ldw, T, bias, c, ldc, p0, p1);
+      // Register tiles of NR * MV accumulators (24 of the 32 zmm). The first block, which reads W
+      // from memory, prefetches it (tile's PF); it has min(M, kBlock) > kStreamMaxM rows: S = 1, MV = 2.
+      static_assert(kStreamMaxM >= 16 && kBlock == 32, "the first block takes block_cols<1, 2, 12>");
+      if (m0 == 0) block_cols<1, 2, 12, true>(P, b.steps, mb, K, W, ldw, T, bias, c, ldc, p0, p1);
+      else if (b.s == 8) block_cols<8, 1, 24, false>(P, b.steps, mb, K, W, ldw, T, bias, c, ldc, p0, p1);
+      else if (b.s == 4) block_cols<4, 1, 24, false>(P, b.steps, mb, K, W, ldw, T, bias, c, ldc, p0, p1);
+      else if (b.s == 2) block_cols<2, 1, 24, false>(P, b.steps, mb, K, W, ldw, T, bias, c, ldc, p0, p1);
+      else if (b.mv == 1) block_cols<1, 1, 24, false>(P, b.steps, mb, K, W, ldw, T, bias, c, ldc, p0, p1);
+      else block_cols<1, 2, 12, false>(P, b.steps, mb, K, W, ldw, T, bias, c, ldc, p0, p1);
       P += b.steps * b.mv * 16;
     }
   }

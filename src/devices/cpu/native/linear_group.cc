@@ -11,10 +11,9 @@
 // same kernel as an eager linear (gemm_range), and the norm and the chain by the eager rms_norm and
 // fused_elementwise's loops (fused_elementwise_contiguous), so the results equal the unfused ops'
 // exactly. More rows (prefill: the packed / bf16 GEMMs) run each product with gemm_parallel, then
-// epilogue_all. Block-quantized
-// weights (FusedWeight) run the same way through linear_quantized's kernels (FusedProducts): the
-// input quantized once per call, split as linear_quantized_group splits (parallel_ranges over its
-// 24-row chunks), the results again the eager ones.
+// epilogue_all. Block-quantized weights (FusedWeight) run the same way through linear_quantized's
+// kernels (FusedProducts): the input quantized once per call, split as linear_quantized_group
+// splits (parallel_ranges over its 24-row chunks), the results again the eager ones.
 #include <algorithm>
 #include <vector>
 

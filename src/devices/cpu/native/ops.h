@@ -41,7 +41,7 @@ constexpr int kMaxFusedInputs = 6;
 void fused_elementwise(const int32_t* prog, int nsteps, const float* const* in, const Dims* in_strides,
                        int nin, float* out, const Dims& shape);
 // The same chain over n contiguous elements of every input into out, on the calling thread (no
-// layout analysis or allocation: the epilogues of linear_group.cc run it per row and column piece).
+// layout analysis or allocation per call: linear_group.cc's epilogues run it per row and piece).
 void fused_elementwise_contiguous(const int32_t* prog, int nsteps, const float* const* in, float* out,
                                   int64_t n);
 
