@@ -159,12 +159,12 @@ __m512i broadcast(const uint16_t* p) {
 // L2): as each line of the tile's rows is begun, the line kAhead lines further along the stream of
 // this tile's rows, then of the next tile's, is prefetched (a prefetch past the matrix never
 // faults; short chunks and a panel's last tile prefetch lines that are not next), so that the 12
-// row streams stay ahead of the dot products. Measured on AMD EPYC Zen 5, 2 threads, M = 32 (a 32-token
-// prefill), W from DRAM, the builds alternating in one process: K = 1024, N = 4096 / 6144
+// row streams stay ahead of the dot products. Measured on AMD EPYC Zen 5, 2 threads, M = 32 (a
+// 32-token prefill), W from DRAM, the builds alternating in one process: K = 1024, N = 4096 / 6144
 // 0.82-0.89 / 0.78-0.90 of the time; K = 2048 / 3072, N = 1024 0.95 / 0.96-0.99; M = 512
 // unchanged; the Qwen3-0.6B-shaped prefill's recorded calls 0.92 (linearGroup 0.87). Distances 2
 // and 4 lines: no better. Prefetching the next tile's rows at the current line instead lost at
-// row strides of 4 KB multiples (K = 2048, 4096: 1.07-1.27), whose 2 NR lines share one L1 set.
+// row strides of 4 KB multiples (K = 2048, 4096: 1.07-1.27), whose 24 lines share one L1 set.
 template <int S, int MV, int NR, bool PF>
 void tile(const uint32_t* P, int64_t t0, int64_t t1, int64_t steps, int64_t K, const uint16_t* W,
           int64_t ldw, float* T, int64_t n) {
