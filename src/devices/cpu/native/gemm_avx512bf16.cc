@@ -158,13 +158,14 @@ __m512i broadcast(const uint16_t* p) {
 // PF (the first block of rows over a panel, which reads W from memory; later blocks find it in
 // L2): as each line of the tile's rows is begun, the line kAhead lines further along the stream of
 // this tile's rows, then of the next tile's, is prefetched (a prefetch past the matrix never
-// faults; short chunks and a panel's last tile prefetch lines that are not next), so that the 12
-// row streams stay ahead of the dot products. Measured on AMD EPYC Zen 5, 2 threads, M = 32 (a
-// 32-token prefill), W from DRAM, the builds alternating in one process: K = 1024, N = 4096 / 6144
-// 0.82-0.89 / 0.78-0.90 of the time; K = 2048 / 3072, N = 1024 0.95 / 0.96-0.99; M = 512
-// unchanged; the Qwen3-0.6B-shaped prefill's recorded calls 0.92 (linearGroup 0.87). Distances 2
-// and 4 lines: no better. Prefetching the next tile's rows at the current line instead lost at
-// row strides of 4 KB multiples (K = 2048, 4096: 1.07-1.27), whose 24 lines share one L1 set.
+// faults; short chunks and a panel's last tile prefetch lines that are not next), so that the
+// tile's row streams stay ahead of the dot products. Measured with tiles of 12 weight rows on AMD
+// EPYC Zen 5, 2 threads, M = 32 (a 32-token prefill), W from DRAM, the builds alternating in one
+// process: K = 1024, N = 4096 / 6144 0.82-0.89 / 0.78-0.90 of the time; K = 2048 / 3072, N = 1024
+// 0.95 / 0.96-0.99; M = 512 unchanged; the Qwen3-0.6B-shaped prefill's recorded calls 0.92
+// (linearGroup 0.87). Distances 2 and 4 lines: no better. Prefetching the next tile's rows at the
+// current line instead lost at row strides of 4 KB multiples (K = 2048, 4096: 1.07-1.27), whose 24
+// lines share one L1 set.
 template <int S, int MV, int NR, bool PF>
 void tile(const uint32_t* P, int64_t t0, int64_t t1, int64_t steps, int64_t K, const uint16_t* W,
           int64_t ldw, float* T, int64_t n) {
@@ -326,7 +327,7 @@ void stream_cols(const uint16_t* A, int64_t M, int64_t K, const uint16_t* W, int
 // thread_scratch(0).
 void gemm_packed(const uint32_t* P0, int64_t M, int64_t K, const uint16_t* W, int64_t ldw,
                  const float* bias, float* C, int64_t ldc, int64_t n0, int64_t n1) {
-  constexpr int64_t kPanel = 96;  // a multiple of both column tiles (12, 24)
+  constexpr int64_t kPanel = 96;  // a multiple of both column tiles (8, 24)
   if (n1 <= n0) return;
   if (M <= kStreamMaxM) return stream_cols(reinterpret_cast<const uint16_t*>(P0), M, K, W, ldw, bias, C, ldc, n0, n1);
   float* T = thread_scratch(0, static_cast<size_t>(kPanel * kBlock));  // MV <= kBlock / 16
@@ -337,15 +338,18 @@ void gemm_packed(const uint32_t* P0, int64_t M, int64_t K, const uint16_t* W, in
       const int64_t mb = M - m0 < kBlock ? M - m0 : kBlock;
       const BlockShape b = shape_of(mb, K);
       float* c = C + m0 * ldc;
-      // Register tiles of NR * MV accumulators (24 of the 32 zmm). The first block, which reads W
-      // from memory, prefetches it (tile's PF); it has min(M, kBlock) > kStreamMaxM rows: S = 1, MV = 2.
-      static_assert(kStreamMaxM >= 16 && kBlock == 32, "the first block takes block_cols<1, 2, 12>");
-      if (m0 == 0) block_cols<1, 2, 12, true>(P, b.steps, mb, K, W, ldw, T, bias, c, ldc, p0, p1);
+      // Register tiles of NR * MV accumulators: 24 of the 32 zmm for one vector of rows, 16 for two
+      // (8 weight rows: 12 left the M = 32 prefill GEMMs 4-11% slower, K = 1024-4096, AMD EPYC Zen 5,
+      // builds alternating; their 12 row streams, with the prefetched lines, crowd L1, and the
+      // loop's addresses did not fit the registers). The first block, which reads W from memory,
+      // prefetches it (tile's PF); it has min(M, kBlock) > kStreamMaxM rows: S = 1, MV = 2.
+      static_assert(kStreamMaxM >= 16 && kBlock == 32, "the first block takes block_cols<1, 2, 8>");
+      if (m0 == 0) block_cols<1, 2, 8, true>(P, b.steps, mb, K, W, ldw, T, bias, c, ldc, p0, p1);
       else if (b.s == 8) block_cols<8, 1, 24, false>(P, b.steps, mb, K, W, ldw, T, bias, c, ldc, p0, p1);
       else if (b.s == 4) block_cols<4, 1, 24, false>(P, b.steps, mb, K, W, ldw, T, bias, c, ldc, p0, p1);
       else if (b.s == 2) block_cols<2, 1, 24, false>(P, b.steps, mb, K, W, ldw, T, bias, c, ldc, p0, p1);
       else if (b.mv == 1) block_cols<1, 1, 24, false>(P, b.steps, mb, K, W, ldw, T, bias, c, ldc, p0, p1);
-      else block_cols<1, 2, 12, false>(P, b.steps, mb, K, W, ldw, T, bias, c, ldc, p0, p1);
+      else block_cols<1, 2, 8, false>(P, b.steps, mb, K, W, ldw, T, bias, c, ldc, p0, p1);
       P += b.steps * b.mv * 16;
     }
   }
