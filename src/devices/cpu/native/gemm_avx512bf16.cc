@@ -339,10 +339,10 @@ void gemm_packed(const uint32_t* P0, int64_t M, int64_t K, const uint16_t* W, in
       const BlockShape b = shape_of(mb, K);
       float* c = C + m0 * ldc;
       // Register tiles of NR * MV accumulators: 24 of the 32 zmm for one vector of rows, 16 for two
-      // (8 weight rows: 12 left the M = 32 prefill GEMMs 3-12% slower, K = 1024-4096, AMD EPYC Zen 5,
-      // builds alternating; their 12 row streams, with the prefetched lines, crowd L1, and the
-      // loop's addresses did not fit the registers). The first block, which reads W from memory,
-      // prefetches it (tile's PF); it has min(M, kBlock) > kStreamMaxM rows: S = 1, MV = 2.
+      // (8 weight rows: with 12, the M = 32 prefill GEMMs took 1.03-1.14x the time, K = 1024-4096,
+      // AMD EPYC Zen 5, builds alternating; 12 row streams with their prefetched lines crowd L1, and
+      // the loop's addresses did not fit the registers). The first block, which reads W from
+      // memory, prefetches it (tile's PF); it has min(M, kBlock) > kStreamMaxM rows: S = 1, MV = 2.
       static_assert(kStreamMaxM >= 16 && kBlock == 32, "the first block takes block_cols<1, 2, 8>");
       if (m0 == 0) block_cols<1, 2, 8, true>(P, b.steps, mb, K, W, ldw, T, bias, c, ldc, p0, p1);
       else if (b.s == 8) block_cols<8, 1, 24, false>(P, b.steps, mb, K, W, ldw, T, bias, c, ldc, p0, p1);
