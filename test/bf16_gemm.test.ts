@@ -26,7 +26,7 @@ test("linear with bfloat16 weights matches a float64 reference on this host's pa
   if (!bf16Dot) console.log(`bf16 GEMM: the AVX512-BF16 path is not exercised on this host (${features})`);
   let seed = 5;
   const rand = () => ((seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31) * 2 - 1;
-  // N = 37: the column tiles of 24 / 8, then 4 and 1 (M > 16), and of 8, 6, 4 and 3 weight rows
+  // N = 37: the column tiles of 16 / 8, then 4 and 1 (M > 16), and of 8, 6, 4 and 3 weight rows
   // with single-row tails (M <= 16: the weight-streaming kernel, every M from 1 to 16, one group
   // of rows or two); M > 16: 2, 4, 8 and 16 rows per lane group, two vectors, blocks of 32 with
   // tails. K: 32-value lines with a partial last line (100, 37) and without (64); K = 3300: more

@@ -16,9 +16,9 @@
 // Up to kStreamMaxM rows (batched decode), the kernel instead streams W: the activations are
 // packed as plain bfloat16 rows (pack_rows) and each group of R weight rows is read once, a cache
 // line (32 values of k) per row at a time, into R * MB accumulators against MB rows of A (from L1),
-// summed across lanes at the end (stream_tile). The tiled layout above reads W by 24 broadcast
-// streams of 8 bytes per step, which at M <= 16 left the weight reads, not the dot products, the
-// limit (one core: 15.7 GB/s at M = 8 against 23.5 GB/s for the float32 GEMV at M = 1).
+// summed across lanes at the end (stream_tile). The tiled layout above (then with tiles of 24
+// weight rows) read W by 24 broadcast streams of 8 bytes per step, which at M <= 16 left the weight
+// reads, not the dot products, the limit (one core: 15.7 GB/s at M = 8 against 23.5 GB/s for the float32 GEMV at M = 1).
 #include <immintrin.h>
 
 #include <cstdint>
@@ -327,7 +327,7 @@ void stream_cols(const uint16_t* A, int64_t M, int64_t K, const uint16_t* W, int
 // thread_scratch(0).
 void gemm_packed(const uint32_t* P0, int64_t M, int64_t K, const uint16_t* W, int64_t ldw,
                  const float* bias, float* C, int64_t ldc, int64_t n0, int64_t n1) {
-  constexpr int64_t kPanel = 96;  // a multiple of both column tiles (8, 24)
+  constexpr int64_t kPanel = 96;  // a multiple of both column tiles (8, 16)
   if (n1 <= n0) return;
   if (M <= kStreamMaxM) return stream_cols(reinterpret_cast<const uint16_t*>(P0), M, K, W, ldw, bias, C, ldc, n0, n1);
   float* T = thread_scratch(0, static_cast<size_t>(kPanel * kBlock));  // MV <= kBlock / 16
@@ -338,17 +338,18 @@ void gemm_packed(const uint32_t* P0, int64_t M, int64_t K, const uint16_t* W, in
       const int64_t mb = M - m0 < kBlock ? M - m0 : kBlock;
       const BlockShape b = shape_of(mb, K);
       float* c = C + m0 * ldc;
-      // Register tiles of NR * MV accumulators: 24 of the 32 zmm for one vector of rows, 16 for two
-      // (8 weight rows: with 12, the M = 32 prefill GEMMs took 1.03-1.14x the time, K = 1024-4096,
-      // AMD EPYC Zen 5, builds alternating; 12 row streams with their prefetched lines crowd L1, and
-      // the loop's addresses did not fit the registers). The first block, which reads W from
-      // memory, prefetches it (tile's PF); it has min(M, kBlock) > kStreamMaxM rows: S = 1, MV = 2.
+      // Register tiles of NR * MV accumulators, 16 of the 32 zmm: 8 weight rows for two vectors of
+      // activation rows, 16 for one. (With 12 and 24, the M = 32 prefill GEMMs took 1.03-1.14x the
+      // time, K = 1024-4096, and with a block of 1-16 rows after the first (M = 33, 40, 48)
+      // 1.03-1.27x; AMD EPYC Zen 5, builds alternating: that many row streams crowd L1, and the
+      // loop's addresses did not fit the registers.) The first block, which reads W from memory,
+      // prefetches it (tile's PF); it has min(M, kBlock) > kStreamMaxM rows: S = 1, MV = 2.
       static_assert(kStreamMaxM >= 16 && kBlock == 32, "the first block takes block_cols<1, 2, 8>");
       if (m0 == 0) block_cols<1, 2, 8, true>(P, b.steps, mb, K, W, ldw, T, bias, c, ldc, p0, p1);
-      else if (b.s == 8) block_cols<8, 1, 24, false>(P, b.steps, mb, K, W, ldw, T, bias, c, ldc, p0, p1);
-      else if (b.s == 4) block_cols<4, 1, 24, false>(P, b.steps, mb, K, W, ldw, T, bias, c, ldc, p0, p1);
-      else if (b.s == 2) block_cols<2, 1, 24, false>(P, b.steps, mb, K, W, ldw, T, bias, c, ldc, p0, p1);
-      else if (b.mv == 1) block_cols<1, 1, 24, false>(P, b.steps, mb, K, W, ldw, T, bias, c, ldc, p0, p1);
+      else if (b.s == 8) block_cols<8, 1, 16, false>(P, b.steps, mb, K, W, ldw, T, bias, c, ldc, p0, p1);
+      else if (b.s == 4) block_cols<4, 1, 16, false>(P, b.steps, mb, K, W, ldw, T, bias, c, ldc, p0, p1);
+      else if (b.s == 2) block_cols<2, 1, 16, false>(P, b.steps, mb, K, W, ldw, T, bias, c, ldc, p0, p1);
+      else if (b.mv == 1) block_cols<1, 1, 16, false>(P, b.steps, mb, K, W, ldw, T, bias, c, ldc, p0, p1);
       else block_cols<1, 2, 8, false>(P, b.steps, mb, K, W, ldw, T, bias, c, ldc, p0, p1);
       P += b.steps * b.mv * 16;
     }
