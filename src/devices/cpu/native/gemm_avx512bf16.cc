@@ -18,7 +18,8 @@
 // line (32 values of k) per row at a time, into R * MB accumulators against MB rows of A (from L1),
 // summed across lanes at the end (stream_tile). The tiled layout above (then with tiles of 24
 // weight rows) read W by 24 broadcast streams of 8 bytes per step, which at M <= 16 left the weight
-// reads, not the dot products, the limit (one core: 15.7 GB/s at M = 8 against 23.5 GB/s for the float32 GEMV at M = 1).
+// reads, not the dot products, the limit (one core: 15.7 GB/s at M = 8 against 23.5 GB/s for the
+// float32 GEMV at M = 1).
 #include <immintrin.h>
 
 #include <cstdint>
