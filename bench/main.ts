@@ -9,8 +9,9 @@
  * median of PREFILL_RUNS prompts), decode tokens/s (64 new tokens, batch 1 and batch 8, batch 1
  * compiled: generate({ compile: true }), after one compiling call, and batch 1 sampled:
  * temperature 0.7, top-k 50, top-p 0.9; the first token is excluded), time to first token, peak
- * RSS right after loading the weights and after the run (each also over the checkpoint's size), linear GFLOPS at 1024x1024x1024 (float32 and bfloat16 weights) and GEMV
- * bandwidth at 4096x1024 (bfloat16 weights). With --peer-python (a Python with torch and
+ * RSS right after loading the weights and after the run (each also over the checkpoint's size),
+ * linear GFLOPS at 1024x1024x1024 (float32 and bfloat16 weights) and GEMV bandwidth at 4096x1024
+ * (bfloat16 weights). With --peer-python (a Python with torch and
  * transformers, e.g. from ../shared/tools/reference-venv.sh) it runs the same workload in PyTorch
  * in the same run (bench/peer.py) and prints the ratios tsorch / PyTorch. With --compile it instead
  * runs generate eagerly and compiled (generate({ compile: true }), static KV cache) in the same run,

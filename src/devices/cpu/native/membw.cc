@@ -88,15 +88,15 @@ std::vector<double> decode_read_bandwidth(int w_dtype, int bits, int64_t call_by
   if (!w) return {};
   // Arbitrary values (the kernels' work does not depend on them), first touched by the pool's
   // threads as read_bandwidth's buffer is: codes then float32 scales, or the float weight.
-  const int64_t code_bytes = bits ? N * K * bits / 8 : total;
+  const int64_t code_bytes = bits ? N * K * bits / 8 : total, nscales = bits ? N * (K / 32) : 0;
+  float* scales = bits ? reinterpret_cast<float*>(w + code_bytes) : nullptr;
   ThreadPool& pool = ThreadPool::get();
   const int64_t tasks = pool.size();
   pool.parallel_for(tasks, [&](int64_t t) {
     const int64_t b0 = code_bytes * t / tasks, b1 = code_bytes * (t + 1) / tasks;
     std::memset(w + b0, bits ? 0x5a : 0x3c, static_cast<size_t>(b1 - b0));
+    if (bits) std::fill(scales + nscales * t / tasks, scales + nscales * (t + 1) / tasks, 0.01f);
   });
-  float* scales = bits ? reinterpret_cast<float*>(w + code_bytes) : nullptr;
-  if (bits) std::fill(scales, scales + N * (K / 32), 0.01f);
   std::vector<float> x(K), out(static_cast<size_t>(N));
   for (int64_t k = 0; k < K; ++k) x[k] = std::sin(static_cast<float>(k));
   // Rows [r0, r1) of W into out, as one GEMV call.
