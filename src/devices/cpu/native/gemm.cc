@@ -84,12 +84,17 @@ void gemm_parallel(const float* A, int64_t lda, int64_t M, int64_t K, const BMat
     });
   }
   const GemmKernels& k = gemm_kernels();
-  // The direct kernels stream B with no per-task setup: cut it finer, so that a thread that
-  // runs late (the machine is shared) does not hold up the others.
-  const int64_t per_thread = direct(k, M, B) ? 4 : 1;
-  const int64_t threads = split_count(2.0 * M * N * K, pool.size());
   const int64_t panels = (N + k.panel - 1) / k.panel;
-  const int64_t ncols = std::max<int64_t>(1, std::min(panels, threads * per_thread));
+  if (direct(k, M, B)) {
+    // The direct kernels (decode GEMVs) stream B with no per-task setup: split as the other decode
+    // GEMVs are (parallel_ranges: one contiguous range of panels per thread, the threads finishing
+    // together, a late one holding up no more than a piece).
+    return parallel_ranges(panels, 2.0 * M * k.panel * K, [&](int64_t c0, int64_t c1) {
+      gemm_range(A, lda, M, K, B, bias, C, ldc, std::min(N, c0 * k.panel), std::min(N, c1 * k.panel));
+    });
+  }
+  const int64_t threads = split_count(2.0 * M * N * K, pool.size());
+  const int64_t ncols = std::max<int64_t>(1, std::min(panels, threads));
   // Narrow N (fewer panels than threads): also split rows, in multiples of 16.
   const int64_t mrows = std::max<int64_t>(1, std::min((M + 15) / 16, threads / ncols));
   if (ncols * mrows == 1) return gemm_range(A, lda, M, K, B, bias, C, ldc, 0, N);

@@ -2,9 +2,9 @@
 // linears sharing one input, the input RMS-normalized first, as one job on the thread pool.
 //
 // The norm runs once (rms_norm, the eager kernel) into a buffer of the calling thread. For few
-// rows (the direct GEMV kernels: a decode step) every weight's column panels are the tasks of ONE
-// pool job, where separate linears were a job each: the threads stream q, k and v (or gate and up)
-// back to back with one join instead of three. With an epilogue (a fused elementwise chain of the
+// rows (the direct GEMV kernels: a decode step) every weight's column panels are split over the
+// pool in ONE job (parallel_ranges over all of them), where separate linears were a job each: the
+// threads stream q, k and v (or gate and up) back to back with one join instead of three. With an epilogue (a fused elementwise chain of the
 // products, SiLU(gate) * up), the products are computed the same way into a buffer of the calling
 // thread and the chain then runs over every column (epilogue_all: a slice of the columns per
 // thread for a row or two, column pieces over the pool for more). Each column is computed by the
@@ -12,8 +12,8 @@
 // fused_elementwise's loops (fused_elementwise_contiguous), so the results equal the unfused ops'
 // exactly. More rows (prefill: the packed / bf16 GEMMs) run each product with gemm_parallel, then
 // epilogue_all. Block-quantized weights (FusedWeight) run the same way through linear_quantized's
-// kernels (FusedProducts): the input quantized once per call, split as linear_quantized_group
-// splits (parallel_ranges over its 24-row chunks), the results again the eager ones.
+// kernels (FusedProducts): the input quantized once per call, the panels its 24-row chunks, the
+// results again the eager ones.
 #include <algorithm>
 #include <vector>
 
@@ -28,9 +28,6 @@
 namespace tsorch {
 
 namespace {
-
-// Tasks per thread for one weight (as gemm_parallel's direct split: a late thread holds up less).
-constexpr int64_t kTasksPerThread = 4;
 
 // The chain of `a.prog` over columns [n0, n1) of the products (row stride N) into `out`.
 void epilogue_columns(const LinearGroupArgs& a, float* const* products, int64_t n0, int64_t n1) {
@@ -147,50 +144,27 @@ void linear_group(const LinearGroupArgs& a) {
     scratch.resize(static_cast<size_t>(a.G * a.M * a.w[0].N));
     for (int g = 0; g < a.G; ++g) outs[g] = scratch.data() + g * a.M * a.w[0].N;
   }
-  ThreadPool& pool = ThreadPool::get();
   const int64_t panel = products.granule();
   if (!products.direct()) {
     for (int g = 0; g < a.G; ++g) products.whole(g, nullptr, outs[g]);
     if (a.prog) epilogue_all(a, outs);
     return;
   }
-  if (a.w[0].bits) {
-    // Block-quantized weights: as linear_quantized_group, one contiguous range of chunks per
-    // thread over all the products' chunks in one numbering (parallel_ranges), so that each thread
-    // streams one weight front to back; with an epilogue, the chain then runs over every column.
-    // (Pieces of columns shared by the products, gate then up rows of each piece, restarted the
-    // weight streams every piece: the Qwen3-0.6B-shaped int4 gate/up GEMV took 117-141 us against
-    // 94-112 without the epilogue, AMD EPYC Zen 5, 2 threads.)
-    int64_t first[4] = {0, 0, 0, 0};
-    for (int g = 0; g < a.G; ++g) first[g + 1] = first[g] + (a.w[g].N + panel - 1) / panel;
-    parallel_ranges(first[a.G], 2.0 * a.M * panel * a.K, [&](int64_t c0, int64_t c1) {
-      for (int g = 0; g < a.G; ++g) {
-        const int64_t lo = std::max(c0, first[g]), hi = std::min(c1, first[g + 1]);
-        if (lo >= hi) continue;
-        const int64_t N = a.w[g].N;
-        products.range(g, nullptr, outs[g], N, std::min(N, (lo - first[g]) * panel), std::min(N, (hi - first[g]) * panel));
-      }
-    });
-    if (a.prog) epilogue_all(a, outs);
-    return;
-  }
-  // Tasks are (weight, column range) pairs, each weight cut as gemm_parallel would; with an
-  // epilogue, the chain then runs over every column (as for block-quantized weights above: column
-  // ranges shared by the products, gate then up rows of each, took the bf16 gate/up GEMV 293-330 us
-  // against 276-291 without the epilogue).
-  int64_t first[4] = {0, 0, 0, 0}, cuts[3] = {1, 1, 1};
-  for (int g = 0; g < a.G; ++g) {
-    const int64_t panels = (a.w[g].N + panel - 1) / panel;
-    const int64_t threads = split_count(2.0 * a.M * a.w[g].N * a.K, pool.size());
-    cuts[g] = std::max<int64_t>(1, std::min(panels, threads * kTasksPerThread));
-    first[g + 1] = first[g] + cuts[g];
-  }
-  pool.parallel_for(first[a.G], [&](int64_t t) {
-    int g = 0;
-    while (t >= first[g + 1]) ++g;
-    const int64_t c = t - first[g], N = a.w[g].N, panels = (N + panel - 1) / panel;
-    const int64_t n0 = std::min(N, panels * c / cuts[g] * panel), n1 = std::min(N, panels * (c + 1) / cuts[g] * panel);
-    products.range(g, nullptr, outs[g], N, n0, n1);
+  // One contiguous range of panels per thread over all the products' panels in one numbering
+  // (parallel_ranges, as linear_quantized_group splits), so that each thread streams one weight
+  // front to back; with an epilogue, the chain then runs over every column. (Pieces of columns
+  // shared by the products, gate then up rows of each piece, restarted the weight streams every
+  // piece: the Qwen3-0.6B-shaped int4 gate/up GEMV took 117-141 us against 94-112 without the
+  // epilogue, bf16 293-330 us against 276-291, AMD EPYC Zen 5, 2 threads.)
+  int64_t first[4] = {0, 0, 0, 0};
+  for (int g = 0; g < a.G; ++g) first[g + 1] = first[g] + (a.w[g].N + panel - 1) / panel;
+  parallel_ranges(first[a.G], 2.0 * a.M * panel * a.K, [&](int64_t c0, int64_t c1) {
+    for (int g = 0; g < a.G; ++g) {
+      const int64_t lo = std::max(c0, first[g]), hi = std::min(c1, first[g + 1]);
+      if (lo >= hi) continue;
+      const int64_t N = a.w[g].N;
+      products.range(g, nullptr, outs[g], N, std::min(N, (lo - first[g]) * panel), std::min(N, (hi - first[g]) * panel));
+    }
   });
   if (a.prog) epilogue_all(a, outs);
 }
