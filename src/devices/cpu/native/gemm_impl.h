@@ -77,7 +77,7 @@ void gemv_nt_block(const float* A, int64_t lda, int64_t K, const void* W, int64_
 #pragma GCC unroll 16
     for (int a = 0; a < NA; ++a) {
       vf w[DN];
-      // One row of W (decode): prefetched kDecodePrefetchBytes ahead, once per 64-byte line.
+      // One row of W (decode): prefetch_ahead on each 64-byte line (prefetch.h: one line in 32).
       if (DN == 1 && a * V::W * kWBytes % 64 == 0)
         prefetch_ahead(W, (n * ldw + k + a * V::W) * kWBytes + kDecodePrefetchBytes);
 #pragma GCC unroll 16

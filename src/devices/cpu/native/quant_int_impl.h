@@ -156,7 +156,7 @@ void idot_rows_lin(const uint8_t* act, int64_t Kp, int64_t K, const uint8_t* q, 
     for (int u = 0; u < U; ++u)
       _Pragma("GCC unroll 4")
       for (int m = 0; m < MM; ++m) acc[u][m][0] = IV::fzero();
-    // Prefetched kDecodePrefetchBytes ahead (prefetch.h), once per 64-byte line of the codes; the
+    // prefetch_ahead on each 64-byte line of the codes (prefetch.h: one line in 32 prefetched); the
     // scales run at nb * 4 / row of the codes' pace: as far ahead of them in the weight.
     for (int64_t l = 0; l < nb * 4; l += 64)
       prefetch_ahead(sr[0], kDecodePrefetchBytes * nb * 4 / row + l);

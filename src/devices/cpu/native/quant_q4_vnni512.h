@@ -173,8 +173,8 @@ void q4_rows_resident(const uint8_t* act, const int32_t* corr, const float* da, 
   for (int64_t n = n0; n < n1; ++n) {
     const uint8_t* qr = q + n * CH * 64;
     const float* sr = scales + n * NB;
-    // Both streams prefetched kDecodePrefetchBytes ahead (prefetch.h; the scales, a quarter of the
-    // codes' bytes, as far ahead in the weight): every line of the row's codes, its scale lines.
+    // Both streams through prefetch_ahead (prefetch.h; the scales, a quarter of the codes' bytes, as
+    // far ahead in the weight), called on every line of the row's codes and its scale lines.
     _Pragma("GCC unroll 8")
     for (int c = 0; c < CH; ++c) prefetch_ahead(qr + c * 64, kDecodePrefetchBytes);
     _Pragma("GCC unroll 2")
