@@ -137,6 +137,13 @@ test("numThreads and cpuFeatures describe the pool and the kernels", () => {
   if (process.env.TSORCH_CPU_ISA === "portable") assert.match(f, /kernels=portable int8=portable bf16=f32$/);
 });
 
+test("readBandwidth (bench/host.ts): one rate a read, of whole 2 KB pieces; under one piece throws", () => {
+  const r = nat.readBandwidth(4 * 1024 * 1024 + 100, 3);
+  assert.equal(r.length, 3);
+  for (const v of r) assert.ok(Number.isFinite(v) && v > 0, `rate ${v}`);
+  assert.throws(() => nat.readBandwidth(2047, 1), /bytes/);
+});
+
 test("decodeReadBandwidth (bench/host.ts): rates of one call and of calls of a set size, then a call's bytes; bad bits throw", () => {
   // 2 MiB of weight in calls of ~256 KiB, K = 1024: rows of 640 bytes (int4), 1152 (int8), 2048 (bfloat16).
   for (const [dtype, bits, row] of [[F32, 4, 640], [F32, 8, 1152], [BF16, 0, 2048]]) {

@@ -70,9 +70,11 @@ export interface NativeCpu {
   numThreads(): number;
   /** CPU features the addon detected and dispatches on, e.g. "avx512f avx512bf16 fma avx2". */
   cpuFeatures(): string;
-  /** Bytes/s of each of `reps` streaming reads of a fresh `bytes` buffer over the thread pool, with
-   * the widest loads the CPU has, after one untimed read (benchmarks: bench/host.ts). The buffer is
-   * memory of the kind large tensors get (allocateHuge's 2 MB pages where the platform has them). */
+  /** Bytes/s of each of `reps` streaming reads of a fresh buffer of `bytes` (rounded down to whole
+   * 2 KB pieces; throws under 2048) over the thread pool, with the widest loads the CPU has, after
+   * one untimed read (benchmarks: bench/host.ts): prefetched and split over the threads as the
+   * decode GEMVs read their weights. The buffer is memory of the kind large tensors get
+   * (allocateHuge's 2 MB pages where the platform has them). */
   readBandwidth(bytes: number, reps: number): number[];
   /**
    * Bytes/s of the batch-1 decode GEMV kernels with one activation row, K = 1024: `linear` over a

@@ -81,11 +81,11 @@ napi_value DecodeReadBandwidth(napi_env env, napi_callback_info info) {
                                                  static_cast<int>(reps)));
 }
 
-// readBandwidth(bytes, reps): bytes/s of each of `reps` streaming reads of a `bytes` buffer, split
-// over the thread pool (membw.cc; for benchmarks).
+// readBandwidth(bytes, reps): bytes/s of each of `reps` streaming reads of a buffer of `bytes`
+// rounded down to whole 2 KB pieces, split over the thread pool (membw.cc; for benchmarks).
 napi_value ReadBandwidth(napi_env env, napi_callback_info info) {
   Args args(env, info, "readBandwidth", 2);
-  const int64_t bytes = args.integer(0, "bytes", 64);
+  const int64_t bytes = args.integer(0, "bytes", 2048);
   const int64_t reps = args.integer(1, "reps", 1, 1000);
   if (args.failed()) return nullptr;
   return number_array(env, read_bandwidth(bytes, static_cast<int>(reps)));

@@ -3,6 +3,10 @@
 // The read loop is compiled for AVX-512, AVX2 and the baseline, chosen at load time: with the
 // baseline's 16-byte loads the same two threads read 54 GB/s where 64-byte loads read 63-67
 // (AMD EPYC Zen 5 VM, 1 GiB), so a baseline loop understated the bandwidth the kernels compete with.
+// Its lines are prefetched as the decode GEMVs prefetch theirs (prefetch.h) and its buffer is split
+// over the threads as theirs are: once the GEMVs prefetched one line in 32, they read 1 GiB at
+// 61-68 GB/s where the read without either read 46-57 (same host, alternating), so it no longer
+// bounded what they get; with both it reads 66-73.
 // The buffer is memory of the kind the weights live in (huge_pages.h: 2 MB pages where the platform
 // gives them): on that host two threads read 52-53 GB/s from 4 KB pages and 68-70 from 2 MB pages,
 // so a read of ordinary heap memory understated the bandwidth the decode GEMVs can get by ~25%.
@@ -21,18 +25,22 @@
 #include "ops.h"
 #include "thread_pool.h"
 #include "isa_clones.h"
+#include "prefetch.h"
 
 namespace tsorch {
 
 namespace {
 
-// The sum of n words (n a multiple of 8) in 8 independent lanes, which GCC vectorizes to the
-// widest loads of the clone.
+// The sum of n words (n a multiple of 32) in 32 lanes, four lines' worth of independent sums,
+// which GCC vectorizes to the widest loads of the clone; each line prefetched as the decode GEMVs
+// prefetch theirs (prefetch.h: the first line of each 2 KB block, 8 KB ahead).
 TSORCH_ISA_CLONES
 uint64_t sum_words(const uint64_t* p, int64_t n) {
-  uint64_t acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-  for (int64_t i = 0; i + 8 <= n; i += 8)
-    for (int j = 0; j < 8; ++j) acc[j] += p[i + j];
+  uint64_t acc[32] = {};
+  for (int64_t i = 0; i + 32 <= n; i += 32) {
+    for (int l = 0; l < 4; ++l) prefetch_ahead(p + i + 8 * l, kDecodePrefetchBytes);
+    for (int j = 0; j < 32; ++j) acc[j] += p[i + j];
+  }
   uint64_t s = 0;
   for (uint64_t a : acc) s += a;
   return s;
@@ -44,7 +52,12 @@ double now_seconds() {
 }  // namespace
 
 std::vector<double> read_bandwidth(int64_t bytes, int reps) {
-  const int64_t words = bytes / 64 * 8;
+  // Whole pieces of 2 KB (kPieceWords), read split as the decode GEMVs split their weights
+  // (parallel_ranges: with two static halves the same threads read 46-58 GB/s where these read
+  // 66-73, a thread that finished early idling; with that split, and without the prefetch,
+  // 50-51).
+  constexpr int64_t kPieceWords = 256;
+  const int64_t words = bytes / (kPieceWords * 8) * kPieceWords;
   const HugeMapping huge = map_huge(static_cast<size_t>(words) * 8);
   uint64_t* buf = huge.base ? static_cast<uint64_t*>(huge.base)
                             : static_cast<uint64_t*>(std::aligned_alloc(64, static_cast<size_t>(words) * 8));
@@ -58,8 +71,8 @@ std::vector<double> read_bandwidth(int64_t bytes, int reps) {
   std::vector<double> out;
   volatile uint64_t sink = 0;
   const auto read_all = [&] {
-    pool.parallel_for(tasks, [&](int64_t t) {
-      sink = sink + sum_words(buf + words * t / tasks, words * (t + 1) / tasks - words * t / tasks);
+    parallel_ranges(words / kPieceWords, 1e9, [&](int64_t c0, int64_t c1) {
+      sink = sink + sum_words(buf + c0 * kPieceWords, (c1 - c0) * kPieceWords);
     });
   };
   // One untimed read first: in a process holding a model, the first read of the fresh buffer ran
