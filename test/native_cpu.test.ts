@@ -1,9 +1,10 @@
 /**
  * The cpu device's native addon against float64 references computed here, function by function
  * (see src/devices/cpu/native.ts for the contracts). Inputs are seeded random values with odd
- * sizes, non-contiguous strides and broadcasting. The whole file also runs once more in a child
- * process on the portable kernels with 3 threads (TSORCH_CPU_ISA=portable), so the path used on
- * CPUs without AVX2 is tested too.
+ * sizes, non-contiguous strides and broadcasting. The whole file also runs again in child
+ * processes on the AVX2 kernels with 2 threads (TSORCH_CPU_ISA=avx2, where the host has AVX2) and
+ * on the portable kernels with 3 threads (TSORCH_CPU_ISA=portable), so the paths used on CPUs
+ * without AVX-512 and without AVX2 are tested too.
  */
 import { test } from "node:test";
 import assert from "node:assert/strict";
@@ -137,7 +138,7 @@ test("numThreads and cpuFeatures describe the pool and the kernels", () => {
   if (process.env.TSORCH_CPU_ISA === "portable") assert.match(f, /kernels=portable int8=portable bf16=f32$/);
 });
 
-test("readBandwidth (bench/host.ts): one rate a read, of whole 2 KB pieces; under one piece throws", () => {
+test("readBandwidth (bench/host.ts): one rate a read; under one 2 KB piece throws", () => {
   const r = nat.readBandwidth(4 * 1024 * 1024 + 100, 3);
   assert.equal(r.length, 3);
   for (const v of r) assert.ok(Number.isFinite(v) && v > 0, `rate ${v}`);
@@ -154,6 +155,40 @@ test("decodeReadBandwidth (bench/host.ts): rates of one call and of calls of a s
   }
   assert.throws(() => nat.decodeReadBandwidth(F32, 3, 1 << 20, 1 << 20, 1), /bits must be 0 \(a float weight\), 8 or 4, got 3/);
   assert.throws(() => nat.decodeReadBandwidth(I32, 0, 1 << 20, 1 << 20, 1), /wDtype/);
+});
+
+test("direct float GEMVs of 2-8 rows split over the pool round each column the same every call: linearGroup equals linear bit for bit", () => {
+  // The direct kernels compute columns in tiles (3 columns on AVX2, 4 elsewhere) counted from where
+  // a piece begins, and a tile's columns round differently from single ones: pieces that began
+  // anywhere but at direct_granule multiples (they depend on timing) changed results from call to
+  // call on AVX2. N leaves a tail past every tile and granule.
+  const r = rng(11);
+  const K = 256, N = 4096 + 16 * 7;
+  const w0 = randn(N * K, r), w1 = randn(N * K, r);
+  for (const M of [3, 8]) {
+    const x = randn(M * K, r);
+    const lin = (w: Float32Array) => {
+      const o = new Float32Array(M * N);
+      nat.linear(x, w, F32, null, 0, o, M, N, K);
+      return o;
+    };
+    const ref0 = lin(w0), ref1 = lin(w1);
+    for (let call = 0; call < 20; call++) {
+      assert.deepEqual(lin(w0), ref0, `M = ${M}: linear call ${call} differs from the first`);
+      const o0 = new Float32Array(M * N), o1 = new Float32Array(M * N);
+      nat.linearGroup(x, M, K, null, 0, 0, 0, 2, w0, F32, N, o0, w1, F32, N, o1, null, 0, 0, null, null, 0, null, null, null, 0);
+      assert.deepEqual(o0, ref0, `M = ${M}: linearGroup's first product differs from linear (call ${call})`);
+      assert.deepEqual(o1, ref1, `M = ${M}: linearGroup's second product differs from linear (call ${call})`);
+    }
+  }
+});
+
+const hasAvx2 = /\bavx2\b/.test(nat.cpuFeatures());
+test("the avx2 kernels pass this file too (child process, 2 threads)", { skip: process.env.TSORCH_CPU_ISA ? true : !hasAvx2 && "this host has no AVX2" }, () => {
+  const env: NodeJS.ProcessEnv = { ...process.env, TSORCH_CPU_ISA: "avx2", TSORCH_NUM_THREADS: "2" };
+  delete env.NODE_TEST_CONTEXT;
+  const r = spawnSync(process.execPath, ["--test", fileURLToPath(import.meta.url)], { env, encoding: "utf8" });
+  assert.equal(r.status, 0, `child run failed:\n${r.stdout}\n${r.stderr}`);
 });
 
 test("the portable kernels pass this file too (child process, 3 threads)", { skip: !!process.env.TSORCH_CPU_ISA }, () => {

@@ -84,15 +84,16 @@ void gemm_parallel(const float* A, int64_t lda, int64_t M, int64_t K, const BMat
     });
   }
   const GemmKernels& k = gemm_kernels();
-  const int64_t panels = (N + k.panel - 1) / k.panel;
   if (direct(k, M, B)) {
     // The direct kernels (decode GEMVs) stream B with no per-task setup: split as the other decode
-    // GEMVs are (parallel_ranges: one contiguous range of panels per thread, the threads finishing
-    // together, a late one holding up no more than a piece).
-    return parallel_ranges(panels, 2.0 * M * k.panel * K, [&](int64_t c0, int64_t c1) {
-      gemm_range(A, lda, M, K, B, bias, C, ldc, std::min(N, c0 * k.panel), std::min(N, c1 * k.panel));
+    // GEMVs are (parallel_ranges: one contiguous range of columns per thread, the threads finishing
+    // together, a late one holding up no more than a piece), at multiples of direct_granule.
+    const int64_t g = k.direct_granule;
+    return parallel_ranges((N + g - 1) / g, 2.0 * M * g * K, [&](int64_t c0, int64_t c1) {
+      gemm_range(A, lda, M, K, B, bias, C, ldc, std::min(N, c0 * g), std::min(N, c1 * g));
     });
   }
+  const int64_t panels = (N + k.panel - 1) / k.panel;
   const int64_t threads = split_count(2.0 * M * N * K, pool.size());
   const int64_t ncols = std::max<int64_t>(1, std::min(panels, threads));
   // Narrow N (fewer panels than threads): also split rows, in multiples of 16.
@@ -117,6 +118,6 @@ bool gemm_direct(int64_t M, const BMatrix& B) {
   return !(bf16_gemm_kernels() && takes_bf16(B, M)) && direct(gemm_kernels(), M, B);
 }
 
-int64_t gemm_panel() { return gemm_kernels().panel; }
+int64_t gemm_direct_granule() { return gemm_kernels().direct_granule; }
 
 }  // namespace tsorch

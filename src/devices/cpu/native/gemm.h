@@ -35,9 +35,9 @@ float* thread_scratch(int slot, size_t n);
 namespace tsorch {
 
 // Whether gemm_range computes a product of M rows with B by a direct (unpacked, per-column) kernel
-// and gemm_parallel would split it by column panels of gemm_panel() columns (linear_group.cc
-// splits several such products as one job).
+// and gemm_parallel would split it at multiples of gemm_direct_granule() columns (linear_group.cc
+// and linear_argmax.cc split such products the same way, so each column rounds as in gemm_parallel).
 bool gemm_direct(int64_t M, const BMatrix& B);
-int64_t gemm_panel();
+int64_t gemm_direct_granule();
 
 }  // namespace tsorch

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <cstdlib>
+#include <numeric>
 
 #include "dtype.h"
 #include "gemm_kernels.h"
@@ -389,6 +390,7 @@ GemmKernels make_kernels() {
   return GemmKernels{V::kName,
                      V::kDirectMaxM,
                      V::NV * V::W,
+                     std::lcm(int64_t{V::NV * V::W}, int64_t{V::DN}),
                      static_cast<size_t>(V::KC) * V::NC + static_cast<size_t>(V::KC) * V::MR,
                      gemv_nt<V>,
                      gemv_nn<V>,

@@ -17,6 +17,10 @@ struct GemmKernels {
   int64_t direct_max_m;
   // Column granularity of the packed kernel: split [n0, n1) at multiples of it.
   int64_t panel;
+  // Column granularity of splits of the direct kernels (gemv_nt / gemv_nn): a multiple of panel and
+  // of gemv_nt's column tile (DN, 3 on AVX2), so that a column is computed by the same tile, and so
+  // rounds the same, however a product is split (parallel_ranges' pieces depend on timing).
+  int64_t direct_granule;
   // Floats of scratch that gemm_packed needs (64-byte aligned).
   size_t packed_scratch_floats;
 

@@ -5,10 +5,11 @@
 // direct GEMV kernels) the column pieces of parallel_ranges are the tasks: each computes its
 // logits with gemm_range (as an eager linear) into a buffer of the calling thread and, while they
 // are in cache, the index of their first NaN or else first maximum, merged into the row's best so
-// that the id equals reduce's argmax (the first NaN, else the first maximum) over the eager logits,
-// and no separate pass re-reads them. More rows run gemm_parallel and the
-// same per-row scan afterwards. A block-quantized weight (FusedWeight) runs the same way through
-// linear_quantized's kernels (FusedProducts), so the logits are again the eager ones.
+// that the id equals reduce's argmax (the first NaN, else the first maximum) over the eager
+// logits, and no separate pass re-reads them. More rows (not the direct kernels, or over
+// kMaxArgmaxRows) run gemm_parallel and the same per-row scan afterwards. A block-quantized weight
+// (FusedWeight) runs the same way through linear_quantized's kernels (FusedProducts), so the
+// logits are again the eager ones.
 #include <algorithm>
 #include <cmath>
 #include <mutex>
@@ -47,7 +48,6 @@ int64_t merge_first_max(const float* row, int64_t i, int64_t j) {
 
 void linear_argmax(const LinearArgmaxArgs& a) {
   thread_local std::vector<float> normed, logits;
-  thread_local std::vector<int64_t> found;
   const float* x = normed_rows(a, normed);
   const int64_t M = a.M, N = a.w.N;
   logits.resize(static_cast<size_t>(M * N));
@@ -59,23 +59,20 @@ void linear_argmax(const LinearArgmaxArgs& a) {
     return;
   }
   // The columns split as the decode GEMVs split them (parallel_ranges: a contiguous range per
-  // thread, the threads finishing together), each piece's first maximum merged into best[m] by
+  // thread, the threads finishing together), each piece's first maximum merged into out[m] by
   // the order-free rule of merge_first_max. (With 4 tasks a thread claimed in turn, the Qwen3-0.6B-
   // shaped int4 LM head's threads finished ~280 us apart, ~12% of its time.)
   const int64_t panel = products.granule(), panels = (N + panel - 1) / panel;
-  found.assign(static_cast<size_t>(M), -1);
-  int64_t* best = found.data();
+  for (int64_t m = 0; m < M; ++m) a.out[m] = -1;
   std::mutex merge;
   parallel_ranges(panels, 2.0 * M * panel * a.K, [&](int64_t c0, int64_t c1) {
-    const int64_t n0 = std::min(N, c0 * panel), n1 = std::min(N, c1 * panel);
-    if (n1 <= n0) return;
+    const int64_t n0 = c0 * panel, n1 = std::min(N, c1 * panel);
     products.range(0, nullptr, y, N, n0, n1);
     int64_t local[kMaxArgmaxRows];
     for (int64_t m = 0; m < M; ++m) local[m] = first_max(y + m * N, n0, n1);
     std::lock_guard<std::mutex> lock(merge);
-    for (int64_t m = 0; m < M; ++m) best[m] = merge_first_max(y + m * N, best[m], local[m]);
+    for (int64_t m = 0; m < M; ++m) a.out[m] = merge_first_max(y + m * N, a.out[m], local[m]);
   });
-  for (int64_t m = 0; m < M; ++m) a.out[m] = best[m];
 }
 
 // linearArgmax(x, M, K, normW, normDtype, eps, offset, w, wDtype, N, out, scales, bits): see native.ts.

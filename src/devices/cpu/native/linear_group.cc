@@ -4,16 +4,18 @@
 // The norm runs once (rms_norm, the eager kernel) into a buffer of the calling thread. For few
 // rows (the direct GEMV kernels: a decode step) every weight's column panels are split over the
 // pool in ONE job (parallel_ranges over all of them), where separate linears were a job each: the
-// threads stream q, k and v (or gate and up) back to back with one join instead of three. With an epilogue (a fused elementwise chain of the
-// products, SiLU(gate) * up), the products are computed the same way into a buffer of the calling
-// thread and the chain then runs over every column (epilogue_all: a slice of the columns per
-// thread for a row or two, column pieces over the pool for more). Each column is computed by the
-// same kernel as an eager linear (gemm_range), and the norm and the chain by the eager rms_norm and
-// fused_elementwise's loops (fused_elementwise_contiguous), so the results equal the unfused ops'
-// exactly. More rows (prefill: the packed / bf16 GEMMs) run each product with gemm_parallel, then
-// epilogue_all. Block-quantized weights (FusedWeight) run the same way through linear_quantized's
-// kernels (FusedProducts): the input quantized once per call, the panels its 24-row chunks, the
-// results again the eager ones.
+// threads stream q, k and v (or gate and up) back to back with one join instead of three. With an
+// epilogue (a fused elementwise chain of the products, SiLU(gate) * up), the products are computed
+// the same way into a buffer of the calling thread and the chain then runs over every column
+// (epilogue_all: a slice of the columns per thread for a row or two, column pieces over the pool
+// for more). Each column is computed by the same kernel as an eager linear (gemm_range, the panels
+// gemm_direct_granule() columns, as gemm_parallel splits), and the norm and the chain by the eager
+// rms_norm and fused_elementwise's loops (fused_elementwise_contiguous), so the results equal the
+// unfused ops' exactly. More rows (prefill: the packed / bf16 GEMMs) run each product with
+// gemm_parallel, then epilogue_all. Block-quantized weights (FusedWeight) run the same way through
+// linear_quantized's kernels (FusedProducts): the input quantized once per call, the panels its
+// row chunks (quant_rows_prepare: 24 rows with the integer kernels, else 16), the results again
+// the eager ones.
 #include <algorithm>
 #include <vector>
 
@@ -94,7 +96,7 @@ FusedProducts::FusedProducts(const float* x, int64_t M, int64_t K, const FusedWe
     return;
   }
   for (int g = 0; g < G; ++g) direct_ = direct_ && gemm_direct(M, BMatrix{ws[g].w, ws[g].dtype, 1, K, true});
-  granule_ = gemm_panel();
+  granule_ = gemm_direct_granule();
 }
 
 void FusedProducts::range(int g, const float* bias, float* C, int64_t ldc, int64_t n0, int64_t n1) const {

@@ -5,8 +5,8 @@
 // (AMD EPYC Zen 5 VM, 1 GiB), so a baseline loop understated the bandwidth the kernels compete with.
 // Its lines are prefetched as the decode GEMVs prefetch theirs (prefetch.h) and its buffer is split
 // over the threads as theirs are: once the GEMVs prefetched one line in 32, they read 1 GiB at
-// 61-68 GB/s where the read without either read 46-57 (same host, alternating), so it no longer
-// bounded what they get; with both it reads 66-73.
+// 62-64 GB/s (medians) where the read without either had a median of 50 (same host, alternating in
+// one process), so it no longer bounded what they get; with both its medians are 65-73.
 // The buffer is memory of the kind the weights live in (huge_pages.h: 2 MB pages where the platform
 // gives them): on that host two threads read 52-53 GB/s from 4 KB pages and 68-70 from 2 MB pages,
 // so a read of ordinary heap memory understated the bandwidth the decode GEMVs can get by ~25%.
@@ -53,9 +53,8 @@ double now_seconds() {
 
 std::vector<double> read_bandwidth(int64_t bytes, int reps) {
   // Whole pieces of 2 KB (kPieceWords), read split as the decode GEMVs split their weights
-  // (parallel_ranges: with two static halves the same threads read 46-58 GB/s where these read
-  // 66-73, a thread that finished early idling; with that split, and without the prefetch,
-  // 50-51).
+  // (parallel_ranges: with two static halves and the prefetch the same threads read 57-58 GB/s,
+  // a thread that finished early idling; with that split and no prefetch 50-51; with both 67-69).
   constexpr int64_t kPieceWords = 256;
   const int64_t words = bytes / (kPieceWords * 8) * kPieceWords;
   const HugeMapping huge = map_huge(static_cast<size_t>(words) * 8);
