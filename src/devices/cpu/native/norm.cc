@@ -1,15 +1,58 @@
 // RMSNorm and LayerNorm over the last axis. Row statistics accumulate in double; the
 // normalisation itself is float32.
 #include <cmath>
+#include <cstring>
 #include <vector>
 
 #include "dtype.h"
+#include "isa_clones.h"
 #include "ops.h"
 #include "thread_pool.h"
+
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wpsabi"
+#endif
 
 namespace tsorch {
 
 namespace {
+
+typedef float f32x8 __attribute__((vector_size(32)));
+typedef double f64x8 __attribute__((vector_size(64)));
+
+// One row of rms_norm: o = x / sqrt(mean(x^2) + eps) * w, the squares summed in double by eight
+// accumulators (lane j: elements j, j + 8, ...) added pairwise at the end. Compiled per ISA
+// (isa_clones.h); a decode step runs it ~90 times on rows of 128 to 1024 (the norms before each
+// projection, q/k norms), where the scalar loop it replaces took most of a rotaryKVWrite node.
+TSORCH_ISA_CLONES
+void rms_row(const float* x, const float* w, float* o, int64_t n, float eps) {
+  f64x8 acc = {};
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    f32x8 v;
+    std::memcpy(&v, x + i, sizeof v);
+    const f64x8 d = __builtin_convertvector(v, f64x8);
+    acc += d * d;
+  }
+  for (; i < n; ++i) acc[0] += static_cast<double>(x[i]) * x[i];
+  const double ss = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+  const float inv = static_cast<float>(1.0 / std::sqrt(ss / static_cast<double>(n) + eps));
+  for (int64_t k = 0; k < n; ++k) o[k] = x[k] * inv * w[k];
+}
+
+// w [n] (float32/float16/bfloat16) plus `add` as float32 into out.
+TSORCH_ISA_CLONES
+void widen_plus(const void* w, int dtype, int64_t n, float add, float* out) {
+  if (dtype == kF32) {
+    const float* f = static_cast<const float*>(w);
+    for (int64_t i = 0; i < n; ++i) out[i] = add + f[i];
+  } else if (dtype == kBF16) {
+    const uint16_t* h = static_cast<const uint16_t*>(w);
+    for (int64_t i = 0; i < n; ++i) out[i] = add + bits_f32(static_cast<uint32_t>(h[i]) << 16);
+  } else {
+    for (int64_t i = 0; i < n; ++i) out[i] = add + load_float(w, dtype, i);
+  }
+}
 
 // A [n] float32/float16/bfloat16 vector as float32 plus `add`, or `fill` where p is null.
 std::vector<float> to_f32(const void* p, int dtype, int64_t n, float add, float fill) {
@@ -23,19 +66,16 @@ std::vector<float> to_f32(const void* p, int dtype, int64_t n, float add, float 
 // out = x / sqrt(mean(x^2) + eps) * (offset + w), row by row.
 void rms_norm(const float* x, const void* w, int w_dtype, float* out, int64_t rows, int64_t n,
               float eps, float offset) {
-  const std::vector<float> wf = to_f32(w, w_dtype, n, offset, 0.f);
-  parallel_rows(rows, 4.0 * n, [&](int64_t r) {
-    const float* xr = x + r * n;
-    float* o = out + r * n;
-    double acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8)
-      for (int j = 0; j < 8; ++j) acc[j] += static_cast<double>(xr[i + j]) * xr[i + j];
-    for (; i < n; ++i) acc[0] += static_cast<double>(xr[i]) * xr[i];
-    const double ss = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
-    const float inv = static_cast<float>(1.0 / std::sqrt(ss / static_cast<double>(n) + eps));
-    for (int64_t k = 0; k < n; ++k) o[k] = xr[k] * inv * wf[k];
-  });
+  // The weight as float32: itself, or widened into a buffer of the calling thread (reused: the
+  // norms of a decode step run on it one after another, never nested).
+  thread_local std::vector<float> widened;
+  const float* wf = static_cast<const float*>(w);
+  if (w_dtype != kF32 || offset != 0.f) {
+    if (widened.size() < static_cast<size_t>(n)) widened.resize(static_cast<size_t>(n));
+    widen_plus(w, w_dtype, n, offset, widened.data());
+    wf = widened.data();
+  }
+  parallel_rows(rows, 4.0 * n, [&](int64_t r) { rms_row(x + r * n, wf, out + r * n, n, eps); });
 }
 
 // out = (x - mean) / sqrt(var + eps) * w + b with the biased variance, row by row.

@@ -89,6 +89,34 @@ TSORCH_INLINE f32x16 ld16(const uint16_t* p) {
 TSORCH_INLINE float ld1(const float* p) { return *p; }
 TSORCH_INLINE float ld1(const uint16_t* p) { return bf16_to_f32(*p); }
 
+// A bfloat16 value of a row that the AVX-512 clone reads (attend_piece picks it where the CPU runs
+// that clone): its 16 values widen by one two-source word permute with a zero vector (vpermi2w),
+// where the generic widening above compiles there to five instructions (two vpmovzxwd on halves,
+// an extract, an insert, a shift) that took most of a decode step's attention time. (The same
+// permute compiles to scalar code on AVX2, so the other clones keep the widening above.)
+struct Bf16Zmm {
+  uint16_t bits;
+};
+TSORCH_INLINE f32x16 ld16(const Bf16Zmm* p) {
+  u16x16 h;
+  std::memcpy(&h, p, sizeof h);
+  const u16x16 z = {};
+  return (f32x16)__builtin_shufflevector(z, h, 0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23, 8, 24, 9,
+                                         25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
+}
+TSORCH_INLINE float ld1(const Bf16Zmm* p) { return bf16_to_f32(p->bits); }
+
+// Whether this process runs the AVX-512 clones of TSORCH_ISA_CLONES functions (the x86-64-v4 level
+// the clones' resolver checks).
+inline bool runs_v4_clones() {
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+  static const bool v4 = __builtin_cpu_supports("x86-64-v4");
+  return v4;
+#else
+  return false;
+#endif
+}
+
 // {sum of a0's lanes, of a1's, a2's, a3's}: a transposed reduction (halving the lanes of all four
 // vectors together), not four horizontal sums.
 TSORCH_INLINE f32x4 hsum4(const f32x16& a0, const f32x16& a1, const f32x16& a2, const f32x16& a3) {
@@ -404,7 +432,10 @@ void attend_piece(const PagedAttentionArgs& a, const Piece& pc, float* O, int64_
   if (a.kv_dtype == kF32) {
     run([&](int64_t j) { return reinterpret_cast<const float*>(kc + slot[j] * kstride); },
         [&](int64_t j) { return reinterpret_cast<const float*>(vc + slot[j] * vstride); }, none, false);
-  } else if (a.kv_dtype == kBF16 && pc.nt * group <= 4) {  // few query rows per kv head: widen each bfloat16 row in registers
+  } else if (a.kv_dtype == kBF16 && pc.nt * group <= 4 && runs_v4_clones()) {  // few query rows per kv head: widen each bfloat16 row in registers
+    run([&](int64_t j) { return reinterpret_cast<const Bf16Zmm*>(kc + slot[j] * kstride); },
+        [&](int64_t j) { return reinterpret_cast<const Bf16Zmm*>(vc + slot[j] * vstride); }, none, false);
+  } else if (a.kv_dtype == kBF16 && pc.nt * group <= 4) {
     run([&](int64_t j) { return reinterpret_cast<const uint16_t*>(kc + slot[j] * kstride); },
         [&](int64_t j) { return reinterpret_cast<const uint16_t*>(vc + slot[j] * vstride); }, none, false);
   } else {  // float16, or many query rows: convert the chunk's rows once
