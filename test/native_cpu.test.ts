@@ -4,7 +4,9 @@
  * sizes, non-contiguous strides and broadcasting. The whole file also runs again in child
  * processes on the AVX2 kernels with 2 threads (TSORCH_CPU_ISA=avx2, where the host has AVX2) and
  * on the portable kernels with 3 threads (TSORCH_CPU_ISA=portable), so the paths used on CPUs
- * without AVX-512 and without AVX2 are tested too.
+ * without AVX-512 and without AVX2 are tested too. (TSORCH_CPU_ISA picks the kernel tables; the
+ * functions compiled with TSORCH_ISA_CLONES, GCC's target_clones, e.g. rms_norm's and rotary's
+ * rows, attention, elementwise, always run the clone the CPU supports.)
  */
 import { test } from "node:test";
 import assert from "node:assert/strict";
@@ -830,6 +832,31 @@ test("rotary: rotate_half on partial rotary dims, in place and out of place", ()
   nat.rotary(inPlace, cos, sin, inPlace, B, L, H, D, R);
   close(inPlace, exp, 1e-6, 1e-6, "rotary in place");
   assert.throws(() => nat.rotary(x, cos, sin, out, B, L, H, D, 5), RangeError);
+});
+
+test("rotary: head rows wide enough for the vector loop (half a multiple of 16, with a tail, several blocks), in place equal to out of place", () => {
+  const r = rng(118);
+  // [D, R]: half = 16 (one block), 20 (a block and a tail of 4), 48 (three blocks, partial rotary), 64.
+  for (const [D, R] of [[32, 32], [44, 40], [104, 96], [128, 128]]) {
+    const [B, L, H] = [1, 2, 3];
+    const x = randn(B * L * H * D, r, -2, 2), cos = randn(B * L * R, r), sin = randn(B * L * R, r);
+    const exp = new Float64Array(x.length);
+    for (let row = 0; row < B * L * H; row++) {
+      const c = Math.floor(row / H) * R, o = row * D, h = R / 2;
+      for (let i = 0; i < h; i++) {
+        exp[o + i] = x[o + i] * cos[c + i] - x[o + i + h] * sin[c + i];
+        exp[o + i + h] = x[o + i + h] * cos[c + i + h] + x[o + i] * sin[c + i + h];
+      }
+      for (let i = R; i < D; i++) exp[o + i] = x[o + i];
+    }
+    const out = new Float32Array(x.length);
+    nat.rotary(x, cos, sin, out, B, L, H, D, R);
+    close(out, exp, 2e-6, 1e-6, `rotary D=${D} R=${R}`);
+    const inPlace = x.slice();
+    nat.rotary(inPlace, cos, sin, inPlace, B, L, H, D, R);
+    close(inPlace, exp, 2e-6, 1e-6, `rotary in place D=${D} R=${R}`);
+    assert.deepEqual(inPlace, out, `rotary D=${D} R=${R}: in place differs from out of place`);
+  }
 });
 
 test("embedding: float32 / bfloat16 / float16 tables, int32 / int64 ids, range checks", () => {

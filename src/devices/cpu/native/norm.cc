@@ -22,8 +22,10 @@ typedef double f64x8 __attribute__((vector_size(64)));
 
 // One row of rms_norm: o = x / sqrt(mean(x^2) + eps) * w, the squares summed in double by eight
 // accumulators (lane j: elements j, j + 8, ...) added pairwise at the end. Compiled per ISA
-// (isa_clones.h); a decode step runs it ~90 times on rows of 128 to 1024 (the norms before each
-// projection, q/k norms), where the scalar loop it replaces took most of a rotaryKVWrite node.
+// (isa_clones.h); a Qwen3-0.6B-shaped decode step calls rms_norm 113 times (the norms before the
+// qkv and gate/up projections and the LM head on rows of 1024, the q/k norms on 24 rows of 128),
+// where the scalar loop this replaces took most of a rotaryKVWrite node. The products are exact in
+// double, so the clones' FMAs leave the sums as they were.
 TSORCH_ISA_CLONES
 void rms_row(const float* x, const float* w, float* o, int64_t n, float eps) {
   f64x8 acc = {};

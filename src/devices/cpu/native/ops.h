@@ -115,7 +115,8 @@ struct PagedAttentionArgs {
 };
 void paged_attention(const PagedAttentionArgs& a);
 
-// norm.cc
+// norm.cc. rms_norm: out = x / sqrt(mean(x^2) + eps) * (offset + w) per row of n; w (never null)
+// float32 / float16 / bfloat16 [n].
 void rms_norm(const float* x, const void* w, int w_dtype, float* out, int64_t rows, int64_t n,
               float eps, float offset);
 void layer_norm(const float* x, const void* w, int w_dtype, const void* b, int b_dtype, float* out,

@@ -20,7 +20,10 @@ typedef float f32x16 __attribute__((vector_size(64)));
 // x1 = x[i], x2 = x[i + half]. Each step reads both halves' values before it writes either, so
 // o may be x itself (the fused q/k norm rotates in place). Compiled per ISA (isa_clones.h): a
 // decode step rotates ~24 rows a layer, where the scalar loop (the compiler could not vectorize
-// it, o possibly aliasing x) took a third of a rotaryKVWrite node.
+// it, o possibly aliasing x) took a third of a rotaryKVWrite node. The AVX2 and AVX-512 clones
+// contract the products and sums into FMAs, so the last bits depend on the clone the CPU runs;
+// every rotary on the cpu device (eager, fused with the KV write) calls this function, so they
+// agree with each other on a host.
 TSORCH_ISA_CLONES
 void rotate_row(const float* x, const float* c, const float* s, float* o, int64_t half) {
   int64_t i = 0;

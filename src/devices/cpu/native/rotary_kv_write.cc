@@ -9,7 +9,8 @@
 // Qwen3 attention, tensor/fused.ts rotaryCacheWrite), q and k are first normalized per head by the
 // eager rms_norm (q into q_out, k into that buffer) and rotated there in place: two kernel calls
 // fewer per layer and step, the same values as rmsNorm then rotary. For a decode step's few rows
-// the q side and the k side (with the KV write) run on two threads.
+// the q side and the k side (with the KV write) are two tasks of the pool, which may run them on
+// two threads.
 #include <cstring>
 #include <vector>
 
@@ -20,11 +21,6 @@
 #include "thread_pool.h"
 
 namespace tsorch {
-
-namespace {
-// Work (about flops) under which the eager kernels run a call on the calling thread (split_count).
-constexpr int64_t kSplitWork = 32768;
-}  // namespace
 
 void rotary_kv_write(const RotaryKVWriteArgs& a) {
   const int64_t T = a.B * a.L;
@@ -69,9 +65,10 @@ void rotary_kv_write(const RotaryKVWriteArgs& a) {
   // q on one thread, k and the KV write on another (the Qwen3-0.6B-shaped int4 compiled decode
   // step's rotaryKVWrite nodes: a median 5.6 us against 7.0 on the calling thread alone; AMD EPYC
   // Zen 5, 2 threads, builds alternating in one process). Larger calls (prefill) leave the
-  // threads to the kernels' own row splits.
+  // threads to the kernels' own row splits (split_count: the q rows' rotary work, as rotary()
+  // judges it).
   ThreadPool& pool = ThreadPool::get();
-  if (a.q && pool.size() > 1 && T * a.Hq * a.D * 4 < kSplitWork) {
+  if (a.q && pool.size() > 1 && split_count(4.0 * T * a.Hq * a.D, 2) == 1) {
     pool.parallel_for(2, [&](int64_t t) { t == 0 ? q_side() : k_side(); });
   } else {
     q_side();
