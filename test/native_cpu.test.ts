@@ -812,10 +812,8 @@ test("layerNorm: with and without weight and bias", () => {
   }
 });
 
-test("rotary: rotate_half on partial rotary dims, in place and out of place", () => {
-  const r = rng(18);
-  const [B, L, H, D, R] = [2, 5, 3, 10, 6];
-  const x = randn(B * L * H * D, r), cos = randn(B * L * R, r), sin = randn(B * L * R, r);
+/** rotate_half rotary (transformers' apply_rotary_pos_emb) of x [B, L, H, D] by cos, sin [B, L, R], in float64. */
+function rotaryReference(x: Float32Array, cos: Float32Array, sin: Float32Array, B: number, L: number, H: number, D: number, R: number): Float64Array {
   const exp = new Float64Array(x.length);
   for (let row = 0; row < B * L * H; row++) {
     const c = Math.floor(row / H) * R, o = row * D, h = R / 2;
@@ -825,6 +823,14 @@ test("rotary: rotate_half on partial rotary dims, in place and out of place", ()
     }
     for (let i = R; i < D; i++) exp[o + i] = x[o + i];
   }
+  return exp;
+}
+
+test("rotary: rotate_half on partial rotary dims, in place and out of place", () => {
+  const r = rng(18);
+  const [B, L, H, D, R] = [2, 5, 3, 10, 6];
+  const x = randn(B * L * H * D, r), cos = randn(B * L * R, r), sin = randn(B * L * R, r);
+  const exp = rotaryReference(x, cos, sin, B, L, H, D, R);
   const out = new Float32Array(x.length);
   nat.rotary(x, cos, sin, out, B, L, H, D, R);
   close(out, exp, 1e-6, 1e-6, "rotary");
@@ -840,15 +846,7 @@ test("rotary: head rows wide enough for the vector loop (half a multiple of 16, 
   for (const [D, R] of [[32, 32], [44, 40], [104, 96], [128, 128]]) {
     const [B, L, H] = [1, 2, 3];
     const x = randn(B * L * H * D, r, -2, 2), cos = randn(B * L * R, r), sin = randn(B * L * R, r);
-    const exp = new Float64Array(x.length);
-    for (let row = 0; row < B * L * H; row++) {
-      const c = Math.floor(row / H) * R, o = row * D, h = R / 2;
-      for (let i = 0; i < h; i++) {
-        exp[o + i] = x[o + i] * cos[c + i] - x[o + i + h] * sin[c + i];
-        exp[o + i + h] = x[o + i + h] * cos[c + i + h] + x[o + i] * sin[c + i + h];
-      }
-      for (let i = R; i < D; i++) exp[o + i] = x[o + i];
-    }
+    const exp = rotaryReference(x, cos, sin, B, L, H, D, R);
     const out = new Float32Array(x.length);
     nat.rotary(x, cos, sin, out, B, L, H, D, R);
     close(out, exp, 2e-6, 1e-6, `rotary D=${D} R=${R}`);
