@@ -213,6 +213,30 @@ TSORCH_INLINE void pv_row(float* y, int64_t n, float alpha, const float* p, int6
   }
 }
 
+// pv_block2 for two pairs of rows: y[0], y[1] over value rows va(j) + off, y[2], y[3] over
+// vb(j) + off (two kv heads), NV = 4, so that one pass over the chunk's value rows serves both
+// heads: a decode piece of 4 kv heads reads each value row in 4 passes instead of 8 (each output's
+// sum in the same order as pv_block2's: the same values). The int4 Qwen3-0.6B-shaped compiled
+// decode step's attention nodes, median 16.5 us against 17.9 (AMD EPYC Zen 5, 2 threads, builds
+// alternating in one process); replayed alone, 0.83-0.96 of the time.
+template <class VA, class VB>
+TSORCH_INLINE void pv_block4(float* const* y, const float* al, const float* const* p, int64_t j0, int64_t j1, const VA& va, const VB& vb, int64_t off) {
+  f32x16 c[4][4];
+  for (int r = 0; r < 4; ++r)
+    for (int k = 0; k < 4; ++k) c[r][k] = al[r] * load16(y[r] + k * kW);
+  for (int64_t j = j0; j < j1; ++j) {
+    const auto* a = va(j) + off;
+    const auto* b = vb(j) + off;
+    const float u0 = p[0][j], u1 = p[1][j], u2 = p[2][j], u3 = p[3][j];
+    for (int k = 0; k < 4; ++k) {
+      const f32x16 x = ld16(a + k * kW), z = ld16(b + k * kW);
+      c[0][k] += u0 * x, c[1][k] += u1 * x, c[2][k] += u2 * z, c[3][k] += u3 * z;
+    }
+  }
+  for (int r = 0; r < 4; ++r)
+    for (int k = 0; k < 4; ++k) store16(y[r] + k * kW, c[r][k]);
+}
+
 // pv_row for two rows over the same keys [j0, j1) (n a multiple of 4 kW; else one row at a time).
 template <class VRow>
 TSORCH_INLINE void pv_row2(float* y0, float* y1, int64_t n, float a0, float a1, const float* p0, const float* p1, int64_t j0, int64_t j1, const VRow& vrow) {
@@ -414,11 +438,25 @@ void attend_piece(const PagedAttentionArgs& a, const Piece& pc, float* O, int64_
         al[r] = alpha;
       }
       // Weighted values, two rows at a time where they see the same keys and kv head (a token's
-      // query heads of one group).
+      // query heads of one group), two such pairs of different kv heads together where they see the
+      // same keys (pv_block4).
       for (int64_t r = 0; r < R;) {
         const int64_t j0 = jr[2 * r], j1 = jr[2 * r + 1], h = head(r) * Dv;
         const auto vh = [&](int64_t j) __attribute__((always_inline)) { return vrow(j) + h; };
-        if (r + 1 < R && head(r + 1) * Dv == h && jr[2 * r + 2] == j0 && jr[2 * r + 3] == j1) {
+        const auto same = [&](int64_t q) { return jr[2 * q] == j0 && jr[2 * q + 1] == j1; };
+        if (r + 3 < R && Dv % (4 * kW) == 0 && head(r + 1) == head(r) && head(r + 3) == head(r + 2) && head(r + 2) != head(r) &&
+            same(r + 1) && same(r + 2) && same(r + 3)) {
+          const int64_t h2 = head(r + 2) * Dv;
+          const auto vh2 = [&](int64_t j) __attribute__((always_inline)) { return vrow(j) + h2; };
+          float* ys[4] = {o_row(r), o_row(r + 1), o_row(r + 2), o_row(r + 3)};
+          const float* ps[4] = {S + r * kChunk, S + (r + 1) * kChunk, S + (r + 2) * kChunk, S + (r + 3) * kChunk};
+          if (j0 < j1)
+            for (int64_t i = 0; i < Dv; i += 4 * kW) {
+              float* yi[4] = {ys[0] + i, ys[1] + i, ys[2] + i, ys[3] + i};
+              pv_block4(yi, al + r, ps, j0, j1, vh, vh2, i);
+            }
+          r += 4;
+        } else if (r + 1 < R && head(r + 1) * Dv == h && jr[2 * r + 2] == j0 && jr[2 * r + 3] == j1) {
           if (j0 < j1) pv_row2(o_row(r), o_row(r + 1), Dv, al[r], al[r + 1], S + r * kChunk, S + (r + 1) * kChunk, j0, j1, vh);
           r += 2;
         } else {
