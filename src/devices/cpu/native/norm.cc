@@ -58,8 +58,8 @@ void widen_plus(const void* w, int dtype, int64_t n, float add, float* out) {
 
 // A [n] float32/float16/bfloat16 vector as float32 plus `add`, or `fill` where p is null.
 std::vector<float> to_f32(const void* p, int dtype, int64_t n, float add, float fill) {
-  std::vector<float> v(n);
-  for (int64_t i = 0; i < n; ++i) v[i] = p ? add + load_float(p, dtype, i) : fill;
+  std::vector<float> v(n, fill);
+  if (p) widen_plus(p, dtype, n, add, v.data());
   return v;
 }
 

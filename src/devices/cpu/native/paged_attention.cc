@@ -456,7 +456,7 @@ void attend_piece(const PagedAttentionArgs& a, const Piece& pc, float* O, int64_
               pv_block4(yi, al + r, ps, j0, j1, vh, vh2, i);
             }
           r += 4;
-        } else if (r + 1 < R && head(r + 1) * Dv == h && jr[2 * r + 2] == j0 && jr[2 * r + 3] == j1) {
+        } else if (r + 1 < R && head(r + 1) * Dv == h && same(r + 1)) {
           if (j0 < j1) pv_row2(o_row(r), o_row(r + 1), Dv, al[r], al[r + 1], S + r * kChunk, S + (r + 1) * kChunk, j0, j1, vh);
           r += 2;
         } else {
