@@ -37,7 +37,7 @@ void dot_rows_512(int bits, const uint8_t* act, int64_t M, int64_t K, const uint
                   const float* bias, float* C, int64_t ldc, int64_t n0, int64_t n1) {
   const int64_t stride = act_row_bytes_512(K);
   if (bits == 4) return q4_dot_rows(act, stride, M, K, q, scales, bias, C, ldc, n0, n1);
-  idot_rows_strided<IntTraits>(bits, act, stride, M, K, q, scales, bias, C, ldc, n0, n1);  // q8_0
+  idot_rows_at<IntTraits>(bits, act, stride, M, K, q, scales, bias, C, ldc, n0, n1);  // q8_0
 }
 
 }  // namespace

@@ -105,10 +105,10 @@ inline __attribute__((always_inline)) void idot_step(int bits, const uint8_t* ac
 
 // MM rows of activations against R rows of W from row n.
 template <class IV, int MM, int R>
-void idot_tile(int bits, const uint8_t* act, int64_t Kp, int64_t K, const uint8_t* q,
+void idot_tile(int bits, const uint8_t* act, int64_t stride, int64_t Kp, int64_t K, const uint8_t* q,
                const float* scales, const float* bias, float* C, int64_t ldc, int64_t n) {
   constexpr int BPV = IV::B / 32;
-  const int64_t nb = K / 32, row = quant_row_bytes(bits, K), stride = act_row_bytes_of(Kp);
+  const int64_t nb = K / 32, row = quant_row_bytes(bits, K);
   const int64_t nfull = nb / BPV;
   const uint8_t* qr[R];
   const float* sr[R];
@@ -142,12 +142,11 @@ void idot_tile(int bits, const uint8_t* act, int64_t Kp, int64_t K, const uint8_
 // 12 -> 20; a streaming read: 30-40). BITS is a template argument so that the weight decode is
 // resolved at compile time in the inner loop.
 template <class IV, int BITS, int MM, int U>
-void idot_rows_lin(const uint8_t* act, int64_t Kp, int64_t K, const uint8_t* q, const float* scales,
+void idot_rows_lin(const uint8_t* act, int64_t stride, int64_t Kp, int64_t K, const uint8_t* q, const float* scales,
                    const float* bias, float* C, int64_t ldc, int64_t n0, int64_t n1) {
   constexpr int BPV = IV::B / 32;
   constexpr int64_t kVBytes = BITS == 8 ? IV::B : IV::B / 2;  // weight bytes per vector step
   const int64_t nb = K / 32, row = quant_row_bytes(BITS, K), nfull = nb / BPV;
-  const int64_t stride = act_row_bytes_of(Kp);
   for (int64_t n = n0; n < n1; ++n) {
     const uint8_t* qr[1] = {q + n * row};
     const float* sr[1] = {scales + n * nb};
@@ -181,33 +180,34 @@ void idot_rows_lin(const uint8_t* act, int64_t Kp, int64_t K, const uint8_t* q, 
 
 // Activation rows [0, M), M <= 3, as idot_rows_lin.
 template <class IV, int BITS>
-void idot_rows_few(int64_t M, const uint8_t* act, int64_t Kp, int64_t K, const uint8_t* q,
+void idot_rows_few(int64_t M, const uint8_t* act, int64_t stride, int64_t Kp, int64_t K, const uint8_t* q,
                    const float* scales, const float* bias, float* C, int64_t ldc, int64_t n0, int64_t n1) {
-  if (M == 1) idot_rows_lin<IV, BITS, 1, 4>(act, Kp, K, q, scales, bias, C, ldc, n0, n1);
-  else if (M == 2) idot_rows_lin<IV, BITS, 2, 2>(act, Kp, K, q, scales, bias, C, ldc, n0, n1);
-  else idot_rows_lin<IV, BITS, 3, 2>(act, Kp, K, q, scales, bias, C, ldc, n0, n1);
+  if (M == 1) idot_rows_lin<IV, BITS, 1, 4>(act, stride, Kp, K, q, scales, bias, C, ldc, n0, n1);
+  else if (M == 2) idot_rows_lin<IV, BITS, 2, 2>(act, stride, Kp, K, q, scales, bias, C, ldc, n0, n1);
+  else idot_rows_lin<IV, BITS, 3, 2>(act, stride, Kp, K, q, scales, bias, C, ldc, n0, n1);
 }
 
 template <class IV, int MM>
-void idot_rows_m(int bits, const uint8_t* act, int64_t Kp, int64_t K, const uint8_t* q,
+void idot_rows_m(int bits, const uint8_t* act, int64_t stride, int64_t Kp, int64_t K, const uint8_t* q,
                  const float* scales, const float* bias, float* C, int64_t ldc, int64_t n0,
                  int64_t n1) {
   constexpr int R = MM == 1 ? 1 : MM == 2 ? 4 : 3;
   int64_t n = n0;
-  for (; n + R <= n1; n += R) idot_tile<IV, MM, R>(bits, act, Kp, K, q, scales, bias, C, ldc, n);
-  for (; n < n1; ++n) idot_tile<IV, MM, 1>(bits, act, Kp, K, q, scales, bias, C, ldc, n);
+  for (; n + R <= n1; n += R) idot_tile<IV, MM, R>(bits, act, stride, Kp, K, q, scales, bias, C, ldc, n);
+  for (; n < n1; ++n) idot_tile<IV, MM, 1>(bits, act, stride, Kp, K, q, scales, bias, C, ldc, n);
 }
 
-// Rows [0, M) of quantized activations against rows [n0, n1) of W. Rows of W are taken a tile at
-// a time and run against every group of 4 activation rows while they are in cache.
+// Rows [0, M) of quantized activations (row m at act + m * stride, stride >= act_row_bytes_of(Kp):
+// a table's rows may hold another layout after this one) against rows [n0, n1) of W. Rows of W are
+// taken a tile at a time and run against every group of 4 activation rows while they are in cache.
 template <class IV>
-void idot_rows(int bits, const uint8_t* act, int64_t M, int64_t K, const uint8_t* q,
-               const float* scales, const float* bias, float* C, int64_t ldc, int64_t n0,
-               int64_t n1) {
-  const int64_t Kp = (K + IV::B - 1) / IV::B * IV::B, stride = act_row_bytes_of(Kp);
+void idot_rows_at(int bits, const uint8_t* act, int64_t stride, int64_t M, int64_t K, const uint8_t* q,
+                  const float* scales, const float* bias, float* C, int64_t ldc, int64_t n0,
+                  int64_t n1) {
+  const int64_t Kp = (K + IV::B - 1) / IV::B * IV::B;
   if (M <= 3) {
-    if (bits == 8) return idot_rows_few<IV, 8>(M, act, Kp, K, q, scales, bias, C, ldc, n0, n1);
-    return idot_rows_few<IV, 4>(M, act, Kp, K, q, scales, bias, C, ldc, n0, n1);
+    if (bits == 8) return idot_rows_few<IV, 8>(M, act, stride, Kp, K, q, scales, bias, C, ldc, n0, n1);
+    return idot_rows_few<IV, 4>(M, act, stride, Kp, K, q, scales, bias, C, ldc, n0, n1);
   }
   // Weight rows per pass: a few KB of W stay in L1 while every activation row streams past.
   const int64_t step = M <= 4 ? n1 - n0 : 12;
@@ -217,13 +217,21 @@ void idot_rows(int bits, const uint8_t* act, int64_t M, int64_t K, const uint8_t
       const uint8_t* a = act + m * stride;
       float* c = C + m * ldc;
       switch (M - m) {
-        case 1: idot_rows_m<IV, 1>(bits, a, Kp, K, q, scales, bias, c, ldc, s0, s1); break;
-        case 2: idot_rows_m<IV, 2>(bits, a, Kp, K, q, scales, bias, c, ldc, s0, s1); break;
-        case 3: idot_rows_m<IV, 3>(bits, a, Kp, K, q, scales, bias, c, ldc, s0, s1); break;
-        default: idot_rows_m<IV, 4>(bits, a, Kp, K, q, scales, bias, c, ldc, s0, s1); break;
+        case 1: idot_rows_m<IV, 1>(bits, a, stride, Kp, K, q, scales, bias, c, ldc, s0, s1); break;
+        case 2: idot_rows_m<IV, 2>(bits, a, stride, Kp, K, q, scales, bias, c, ldc, s0, s1); break;
+        case 3: idot_rows_m<IV, 3>(bits, a, stride, Kp, K, q, scales, bias, c, ldc, s0, s1); break;
+        default: idot_rows_m<IV, 4>(bits, a, stride, Kp, K, q, scales, bias, c, ldc, s0, s1); break;
       }
     }
   }
+}
+
+// idot_rows_at for rows of this layout alone.
+template <class IV>
+void idot_rows(int bits, const uint8_t* act, int64_t M, int64_t K, const uint8_t* q,
+               const float* scales, const float* bias, float* C, int64_t ldc, int64_t n0,
+               int64_t n1) {
+  idot_rows_at<IV>(bits, act, act_row_bytes_of((K + IV::B - 1) / IV::B * IV::B), M, K, q, scales, bias, C, ldc, n0, n1);
 }
 
 template <class IV>
@@ -237,21 +245,14 @@ int64_t act_row_bytes(int64_t K) {
   return act_row_bytes_of((K + IV::B - 1) / IV::B * IV::B);
 }
 
-// quantize_act / idot_rows for activation rows `stride` bytes apart (stride >= act_row_bytes<IV>(K):
-// a table whose rows also hold another layout, e.g. q4_0's of quant_q4_act.h): all rows at once
-// where the stride is this layout's, else one row at a time.
+// quantize_act for activation rows `stride` bytes apart (stride >= act_row_bytes<IV>(K): a table
+// whose rows also hold another layout, e.g. q4_0's of quant_q4_act.h): all rows at once where the
+// stride is this layout's, else one row at a time.
 template <class IV>
 void quantize_act_strided(int bits, const float* A, int64_t lda, int64_t m0, int64_t m1, int64_t K, uint8_t* act,
                           int64_t stride) {
   if (stride == act_row_bytes<IV>(K)) return quantize_act<IV>(bits, A, lda, m0, m1, K, act);
   for (int64_t m = m0; m < m1; ++m) quantize_act<IV>(bits, A + m * lda, lda, 0, 1, K, act + m * stride);
-}
-
-template <class IV>
-void idot_rows_strided(int bits, const uint8_t* act, int64_t stride, int64_t M, int64_t K, const uint8_t* q,
-                       const float* scales, const float* bias, float* C, int64_t ldc, int64_t n0, int64_t n1) {
-  if (stride == act_row_bytes<IV>(K)) return idot_rows<IV>(bits, act, M, K, q, scales, bias, C, ldc, n0, n1);
-  for (int64_t m = 0; m < M; ++m) idot_rows<IV>(bits, act + m * stride, 1, K, q, scales, bias, C + m * ldc, ldc, n0, n1);
 }
 
 // The integer-path entries of a QuantKernels table for traits IV.
