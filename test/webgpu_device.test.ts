@@ -12,6 +12,7 @@ import * as T from "../src/index.js";
 import type { WebGPUDevice } from "../src/devices/webgpu/device.js";
 import { CLI } from "./helpers/shared.js";
 import { webgpuOrSkip } from "./helpers/webgpu.js";
+import { workgroupReductionsWork } from "../src/devices/webgpu/reduction_check.js";
 
 const run = promisify(execFile);
 const values = async (t: T.Tensor) => Array.from((await t.data()) as ArrayLike<number | bigint>);
@@ -91,4 +92,24 @@ test("without an adapter, opening webgpu says why and what to install", { skip: 
   assert.ok(err, "expected the command to fail without an adapter");
   assert.match(err.stderr, /webgpu: no GPU adapter found/);
   assert.match(err.stderr, /mesa-vulkan-drivers/);
+});
+
+/** Dawn GPU objects referenced for the life of the process (dawn.node aborts when one is collected; see dawn.ts). */
+const keepForProcess: unknown[] = [];
+
+test("the reduction check passes Dawn's default adapter and its OpenGL ES fallback where they compute right", async (t) => {
+  // The check refuses an OpenGL ES fallback that computes workgroup reductions wrong (Debian 12's
+  // Mesa 22.3 llvmpipe: layerNorm, groupNorm and attention failed conformance there); on a correct
+  // driver it must not refuse. Both adapters are fresh (a WebGPU adapter gives one device).
+  if (!(await webgpuOrSkip(t))) return;
+  const dawn = await import("webgpu");
+  const gpu = dawn.create([]), glGpu = dawn.create(["backend=opengles"]);
+  keepForProcess.push(gpu, glGpu);
+  const adapter = await gpu.requestAdapter();
+  assert.ok(adapter, "Dawn's default backend gave no adapter though the device opened");
+  assert.equal(await workgroupReductionsWork(adapter), true);
+  process.env.EGL_PLATFORM ??= "surfaceless";
+  const gl = await glGpu.requestAdapter({ featureLevel: "compatibility" });
+  if (!gl) return t.diagnostic("no OpenGL ES adapter on this host: its check not exercised");
+  assert.equal(await workgroupReductionsWork(gl), true, `${gl.info.description}: the check refused a driver that runs conformance right`);
 });

@@ -1,9 +1,10 @@
 /**
  * GPU adapters in Node: Dawn, from the `webgpu` npm package (a runtime with WebGPU built in, such
  * as Deno, is used as it is). Dawn's default backend first, then its OpenGL ES backend in
- * compatibility mode as a fallback.
+ * compatibility mode as a fallback, where its workgroup reductions pass a check (reduction_check.ts).
  */
 import { native } from "../cpu/native.js";
+import { workgroupReductionsWork } from "./reduction_check.js";
 import { NoAdapterError } from "./device.js";
 
 /** What to do when no adapter is found (also the device's registry description). */
@@ -65,6 +66,15 @@ export async function dawnAdapter(): Promise<GPUAdapter> {
   const gl = dawn.create(["backend=opengles"]);
   gpus.push(gl);
   const fallback = await quietly(() => gl.requestAdapter({ featureLevel: "compatibility" }));
-  if (fallback) return fallback;
+  if (fallback) {
+    if (!(await workgroupReductionsWork(fallback))) {
+      throw new NoAdapterError(
+        `webgpu: the OpenGL ES adapter found (${fallback.info.description || fallback.info.vendor}) computes workgroup ` +
+          `reductions wrong (as Debian 12's Mesa 22.3 llvmpipe does), so norms and attention would too; it is not used. ${INSTALL_HINT}`,
+      );
+    }
+    const fresh = await quietly(() => gl.requestAdapter({ featureLevel: "compatibility" }));  // the check used the first up
+    if (fresh) return fresh;
+  }
   throw new NoAdapterError(`webgpu: no GPU adapter found (Dawn tried its default backend and OpenGL ES). ${INSTALL_HINT}`);
 }

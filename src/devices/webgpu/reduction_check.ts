@@ -1,0 +1,67 @@
+/**
+ * A check that an adapter runs workgroup reductions right: every reduction kernel of this device
+ * (norms, attention's softmax, sums) writes partials to workgroup memory, reads the others' after
+ * workgroupBarrier(), and keeps using the result. Dawn's OpenGL ES backend on Debian 12's Mesa 22.3
+ * (llvmpipe) gets that wrong without an error: in a 64-thread workgroup, a reduction's result
+ * divided by a constant and still in use after a second reduction holds a wrong value in every
+ * thread past the first 8 (one 256-bit SIMD row), as if its load from workgroup memory had moved
+ * past the second reduction's barriers; layerNorm, groupNorm and attention failed conformance
+ * there, Mesa 25's llvmpipe passes. The check runs that shape once on a throwaway device and
+ * compares every thread's results with the exact ones.
+ */
+
+const WG = 64;
+const SHADER = /* wgsl */ `
+var<workgroup> S: array<f32, ${WG}>;
+@group(0) @binding(0) var<storage, read_write> Y: array<f32>;
+fn reduce(v: f32, lid: u32) -> f32 {
+  S[lid] = v;
+  workgroupBarrier();
+  for (var s = ${WG / 2}u; s > 0u; s = s >> 1u) {
+    if (lid < s) { S[lid] = S[lid] + S[lid + s]; }
+    workgroupBarrier();
+  }
+  let r = S[0];
+  workgroupBarrier();
+  return r;
+}
+@compute @workgroup_size(${WG}) fn main(@builtin(local_invocation_index) lid: u32) {
+  // layerNorm's shape: a mean, then a second reduction, then the mean used again.
+  let mean = reduce(f32(lid + 1u), lid) / ${WG}.0;
+  let second = reduce(mean * mean, lid);
+  Y[lid] = mean;
+  Y[${WG}u + lid] = second;
+}`;
+
+/**
+ * Whether `adapter` runs a 64-thread workgroup reduction and broadcast correctly in every thread.
+ * Uses the adapter up (a WebGPU adapter gives one device): request a fresh one afterwards.
+ */
+export async function workgroupReductionsWork(adapter: GPUAdapter): Promise<boolean> {
+  const device = await adapter.requestDevice();
+  try {
+    const module = device.createShaderModule({ code: SHADER });
+    const pipeline = device.createComputePipeline({ layout: "auto", compute: { module, entryPoint: "main" } });
+    const bytes = 2 * WG * 4;
+    // GPUBufferUsage's values (STORAGE | COPY_SRC, MAP_READ | COPY_DST), spelled out: Node has no
+    // GPUBufferUsage global unless the webgpu package's globals were installed.
+    const out = device.createBuffer({ size: bytes, usage: 0x80 | 0x04 });
+    const read = device.createBuffer({ size: bytes, usage: 0x01 | 0x08 });
+    const bindGroup = device.createBindGroup({ layout: pipeline.getBindGroupLayout(0), entries: [{ binding: 0, resource: { buffer: out } }] });
+    const encoder = device.createCommandEncoder();
+    const pass = encoder.beginComputePass();
+    pass.setPipeline(pipeline);
+    pass.setBindGroup(0, bindGroup);
+    pass.dispatchWorkgroups(1);
+    pass.end();
+    encoder.copyBufferToBuffer(out, 0, read, 0, bytes);
+    device.queue.submit([encoder.finish()]);
+    await read.mapAsync(1 /* GPUMapMode.READ */);
+    const got = new Float32Array(read.getMappedRange().slice(0));
+    read.unmap();
+    // Exact in float32: the mean of 1..64 is 32.5, and 64 * 32.5^2 = 67600.
+    return got.every((v, i) => v === (i < WG ? 32.5 : 67600));
+  } finally {
+    device.destroy();
+  }
+}
