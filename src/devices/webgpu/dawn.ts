@@ -1,7 +1,8 @@
 /**
  * GPU adapters in Node: Dawn, from the `webgpu` npm package (a runtime with WebGPU built in, such
  * as Deno, is used as it is). Dawn's default backend first, then its OpenGL ES backend in
- * compatibility mode as a fallback, where its workgroup reductions pass a check (reduction_check.ts).
+ * compatibility mode as a fallback; either only where a workgroup reduction runs right on it
+ * (reduction_check.ts).
  */
 import { native } from "../cpu/native.js";
 import { workgroupReductionsWork } from "./reduction_check.js";
@@ -50,6 +51,23 @@ function quietly<T>(fn: () => T): T {
   }
 }
 
+/**
+ * Dawn's adapter for `options`, or null if it has none. Throws NoAdapterError if the adapter
+ * computes workgroup reductions wrong (reduction_check.ts; Debian 12's Mesa 22.3 llvmpipe behind
+ * the OpenGL ES backend does): every norm and attention kernel would be wrong without an error.
+ */
+async function checkedAdapter(gpu: GPU, options: GPURequestAdapterOptions): Promise<GPUAdapter | null> {
+  const first = await quietly(() => gpu.requestAdapter(options));
+  if (!first) return null;
+  if (!(await workgroupReductionsWork(first))) {
+    throw new NoAdapterError(
+      `webgpu: the adapter found (${first.info.description || first.info.vendor}) computes workgroup reductions wrong ` +
+        `(as Debian 12's Mesa 22.3 llvmpipe does behind Dawn's OpenGL ES backend), so norms and attention would too; it is not used. ${INSTALL_HINT}`,
+    );
+  }
+  return quietly(() => gpu.requestAdapter(options));  // the check used the first one up (one device per adapter)
+}
+
 /** An adapter from the runtime's own navigator.gpu, else from Dawn. Throws NoAdapterError with INSTALL_HINT. */
 export async function dawnAdapter(): Promise<GPUAdapter> {
   // A runtime with WebGPU built in (Deno) needs no Dawn.
@@ -59,22 +77,13 @@ export async function dawnAdapter(): Promise<GPUAdapter> {
   const dawn = await loadDawn();
   const gpu = dawn.create([]);
   gpus.push(gpu);
-  const adapter = await quietly(() => gpu.requestAdapter({ powerPreference: "high-performance" }));
+  const adapter = await checkedAdapter(gpu, { powerPreference: "high-performance" });
   if (adapter) return adapter;
   // Fallback: Dawn's OpenGL ES backend, headless through EGL (Mesa's llvmpipe works here too).
   process.env.EGL_PLATFORM ??= "surfaceless";
   const gl = dawn.create(["backend=opengles"]);
   gpus.push(gl);
-  const fallback = await quietly(() => gl.requestAdapter({ featureLevel: "compatibility" }));
-  if (fallback) {
-    if (!(await workgroupReductionsWork(fallback))) {
-      throw new NoAdapterError(
-        `webgpu: the OpenGL ES adapter found (${fallback.info.description || fallback.info.vendor}) computes workgroup ` +
-          `reductions wrong (as Debian 12's Mesa 22.3 llvmpipe does), so norms and attention would too; it is not used. ${INSTALL_HINT}`,
-      );
-    }
-    const fresh = await quietly(() => gl.requestAdapter({ featureLevel: "compatibility" }));  // the check used the first up
-    if (fresh) return fresh;
-  }
+  const fallback = await checkedAdapter(gl, { featureLevel: "compatibility" });
+  if (fallback) return fallback;
   throw new NoAdapterError(`webgpu: no GPU adapter found (Dawn tried its default backend and OpenGL ES). ${INSTALL_HINT}`);
 }
