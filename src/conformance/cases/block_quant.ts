@@ -167,9 +167,12 @@ export function blockQuantCases(): Case[] {
     // int8: 5 64-byte steps + 1 block, or 11 32-byte steps).
     linearQuantizedCase("int4, 1 row, K=704 (5 lines + 2 blocks), 10 outputs, float32 bias", 4, 1, 10, 704, rng, "float32"),
     linearQuantizedCase("int8, 1 row, K=352 (5 steps + 1 block), 7 outputs", 8, 1, 7, 352, rng, null),
-    // 2-3 rows of a short K, whose activation rows on avx512-vnni are spaced for int4's longer layout.
+    // A short K, whose activation rows are spaced for int4's longer layout (avx512-vnni: K = 64, 128;
+    // avx2 / avx-vnni: K = 32): 2-3 rows, and 5 rows on the paths without a GEMM (avx2 / avx-vnni).
     linearQuantizedCase("int8, 2 rows, K=64, 9 outputs", 8, 2, 9, 64, rng, null),
     linearQuantizedCase("int8, 3 rows, K=128, 10 outputs, float32 bias", 8, 3, 10, 128, rng, "float32"),
+    linearQuantizedCase("int8, 2 rows, K=32, 8 outputs", 8, 2, 8, 32, rng, null),
+    linearQuantizedCase("int8, 5 rows, K=32, 7 outputs, float32 bias", 8, 5, 7, 32, rng, "float32"),
     // One row of whole lines, K = 128, 256, .., 1024: avx512-vnni holds the activation codes in
     // registers for every row of W, 4 lines (16 blocks) at a time: 1, 3, 5, 7 and 8 lines take
     // one group of 1 or 3 lines (its scales in one masked vector), two groups with a second of 1

@@ -6,7 +6,7 @@
  */
 import { native } from "../cpu/native.js";
 import { workgroupReductionsWork } from "./reduction_check.js";
-import { NoAdapterError } from "./device.js";
+import { adapterName, NoAdapterError } from "./device.js";
 
 /** What to do when no adapter is found (also the device's registry description). */
 export const INSTALL_HINT =
@@ -59,10 +59,17 @@ function quietly<T>(fn: () => T): T {
 async function checkedAdapter(gpu: GPU, options: GPURequestAdapterOptions): Promise<GPUAdapter | null> {
   const first = await quietly(() => gpu.requestAdapter(options));
   if (!first) return null;
-  if (!(await workgroupReductionsWork(first))) {
+  const name = `webgpu: the adapter found (${adapterName(first)})`;
+  let works: boolean;
+  try {
+    works = await workgroupReductionsWork(first);
+  } catch (e) {
+    throw new NoAdapterError(`${name} could not run a workgroup reduction (${(e as Error).message}); it is not used. ${INSTALL_HINT}`);
+  }
+  if (!works) {
     throw new NoAdapterError(
-      `webgpu: the adapter found (${first.info.description || first.info.vendor}) computes workgroup reductions wrong ` +
-        `(as Debian 12's Mesa 22.3 llvmpipe does behind Dawn's OpenGL ES backend), so norms and attention would too; it is not used. ${INSTALL_HINT}`,
+      `${name} computes workgroup reductions wrong (e.g. Debian 12's Mesa 22.3 llvmpipe behind Dawn's OpenGL ES backend), ` +
+        `so norms and attention would too; it is not used. ${INSTALL_HINT}`,
     );
   }
   return quietly(() => gpu.requestAdapter(options));  // the check used the first one up (one device per adapter)

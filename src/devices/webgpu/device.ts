@@ -129,6 +129,12 @@ function padTo4(bytes: Uint8Array): Uint8Array {
   return out;
 }
 
+/** An adapter's name for messages: its description, else device, else vendor. */
+export function adapterName(adapter: GPUAdapter): string {
+  const info = adapter.info;
+  return info.description || info.device || info.vendor || "unknown adapter";
+}
+
 /** Where an environment gets its GPU adapter; throws NoAdapterError when there is none. */
 export type AdapterSource = () => Promise<GPUAdapter>;
 
@@ -145,8 +151,7 @@ async function open(requestAdapter: AdapterSource): Promise<WebGPUDevice> {
       maxComputeWorkgroupSizeX: l.maxComputeWorkgroupSizeX,
     },
   });
-  const info = adapter.info;
-  return new WebGPUDevice(gpu, info.description || info.device || info.vendor || "unknown adapter");
+  return new WebGPUDevice(gpu, adapterName(adapter));
 }
 
 /**

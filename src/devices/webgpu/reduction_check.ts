@@ -26,8 +26,9 @@ fn reduce(v: f32, lid: u32) -> f32 {
   return r;
 }
 @compute @workgroup_size(${WG}) fn main(@builtin(local_invocation_index) lid: u32) {
-  // layerNorm's shape: a mean, then a second reduction, then the mean used again.
-  let mean = reduce(f32(lid + 1u), lid) / ${WG}.0;
+  // layerNorm's shape: a mean, then a second reduction, then the mean used again. (A product by
+  // 1/64, not a quotient: WGSL rounds products exactly, quotients within 2.5 ulp.)
+  let mean = reduce(f32(lid + 1u), lid) * ${1 / WG};
   let second = reduce(mean * mean, lid);
   Y[lid] = mean;
   Y[${WG}u + lid] = second;
@@ -35,11 +36,13 @@ fn reduce(v: f32, lid: u32) -> f32 {
 
 /**
  * Whether `adapter` runs a 64-thread workgroup reduction and broadcast correctly in every thread.
- * Uses the adapter up (a WebGPU adapter gives one device): request a fresh one afterwards.
+ * Uses the adapter up (a WebGPU adapter gives one device): request a fresh one afterwards. Throws
+ * an Error naming the device error if the check's shader or buffers are refused.
  */
 export async function workgroupReductionsWork(adapter: GPUAdapter): Promise<boolean> {
   const device = await adapter.requestDevice();
   try {
+    device.pushErrorScope("validation");
     const module = device.createShaderModule({ code: SHADER });
     const pipeline = device.createComputePipeline({ layout: "auto", compute: { module, entryPoint: "main" } });
     const bytes = 2 * WG * 4;
@@ -56,6 +59,8 @@ export async function workgroupReductionsWork(adapter: GPUAdapter): Promise<bool
     pass.end();
     encoder.copyBufferToBuffer(out, 0, read, 0, bytes);
     device.queue.submit([encoder.finish()]);
+    const error = await device.popErrorScope();
+    if (error) throw new Error(`the reduction check's shader did not run: ${error.message}`);
     await read.mapAsync(1 /* GPUMapMode.READ */);
     const got = new Float32Array(read.getMappedRange().slice(0));
     read.unmap();
