@@ -1,12 +1,12 @@
 /**
  * GPU adapters in Node: Dawn, from the `webgpu` npm package (a runtime with WebGPU built in, such
  * as Deno, is used as it is). Dawn's default backend first, then its OpenGL ES backend in
- * compatibility mode as a fallback; either only where a workgroup reduction runs right on it
+ * compatibility mode as a fallback; any of them only where a workgroup reduction runs right on it
  * (reduction_check.ts).
  */
 import { native } from "../cpu/native.js";
-import { workgroupReductionsWork } from "./reduction_check.js";
-import { adapterName, NoAdapterError } from "./device.js";
+import { checkedAdapter } from "./reduction_check.js";
+import { NoAdapterError } from "./device.js";
 
 /** What to do when no adapter is found (also the device's registry description). */
 export const INSTALL_HINT =
@@ -51,28 +51,10 @@ function quietly<T>(fn: () => T): T {
   }
 }
 
-/**
- * Dawn's adapter for `options`, or null if it has none. Throws NoAdapterError if the adapter
- * computes workgroup reductions wrong (reduction_check.ts; Debian 12's Mesa 22.3 llvmpipe behind
- * the OpenGL ES backend does): every norm and attention kernel would be wrong without an error.
- */
-async function checkedAdapter(gpu: GPU, options: GPURequestAdapterOptions): Promise<GPUAdapter | null> {
+/** `gpu`'s adapter for `options` once it passes the reduction check (checkedAdapter), or null if it has none. */
+async function checkedDawnAdapter(gpu: GPU, options: GPURequestAdapterOptions): Promise<GPUAdapter | null> {
   const first = await quietly(() => gpu.requestAdapter(options));
-  if (!first) return null;
-  const name = `webgpu: the adapter found (${adapterName(first)})`;
-  let works: boolean;
-  try {
-    works = await workgroupReductionsWork(first);
-  } catch (e) {
-    throw new NoAdapterError(`${name} could not run a workgroup reduction (${(e as Error).message}); it is not used. ${INSTALL_HINT}`);
-  }
-  if (!works) {
-    throw new NoAdapterError(
-      `${name} computes workgroup reductions wrong (e.g. Debian 12's Mesa 22.3 llvmpipe behind Dawn's OpenGL ES backend), ` +
-        `so norms and attention would too; it is not used. ${INSTALL_HINT}`,
-    );
-  }
-  return quietly(() => gpu.requestAdapter(options));  // the check used the first one up (one device per adapter)
+  return first && checkedAdapter(first, () => quietly(() => gpu.requestAdapter(options)), INSTALL_HINT);
 }
 
 /** An adapter from the runtime's own navigator.gpu, else from Dawn. Throws NoAdapterError with INSTALL_HINT. */
@@ -80,17 +62,17 @@ export async function dawnAdapter(): Promise<GPUAdapter> {
   // A runtime with WebGPU built in (Deno) needs no Dawn.
   const builtin = (globalThis as { navigator?: { gpu?: GPU } }).navigator?.gpu;
   const native = builtin && (await builtin.requestAdapter({ powerPreference: "high-performance" }));
-  if (native) return native;
+  if (native) return checkedAdapter(native, () => builtin.requestAdapter({ powerPreference: "high-performance" }), INSTALL_HINT);
   const dawn = await loadDawn();
   const gpu = dawn.create([]);
   gpus.push(gpu);
-  const adapter = await checkedAdapter(gpu, { powerPreference: "high-performance" });
+  const adapter = await checkedDawnAdapter(gpu, { powerPreference: "high-performance" });
   if (adapter) return adapter;
   // Fallback: Dawn's OpenGL ES backend, headless through EGL (Mesa's llvmpipe works here too).
   process.env.EGL_PLATFORM ??= "surfaceless";
   const gl = dawn.create(["backend=opengles"]);
   gpus.push(gl);
-  const fallback = await checkedAdapter(gl, { featureLevel: "compatibility" });
+  const fallback = await checkedDawnAdapter(gl, { featureLevel: "compatibility" });
   if (fallback) return fallback;
   throw new NoAdapterError(`webgpu: no GPU adapter found (Dawn tried its default backend and OpenGL ES). ${INSTALL_HINT}`);
 }

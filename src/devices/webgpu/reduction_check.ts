@@ -10,6 +10,8 @@
  * compares every thread's results with the exact ones.
  */
 
+import { adapterName, NoAdapterError } from "./device.js";
+
 const WG = 64;
 const SHADER = /* wgsl */ `
 var<workgroup> S: array<f32, ${WG}>;
@@ -69,4 +71,28 @@ export async function workgroupReductionsWork(adapter: GPUAdapter): Promise<bool
   } finally {
     device.destroy();
   }
+}
+
+/**
+ * `first` checked with workgroupReductionsWork, then a fresh adapter from `again` (the check used
+ * `first` up). Throws NoAdapterError naming the adapter, followed by `hint` (what to install or
+ * use instead), if the check fails or cannot run, or if `again` finds none.
+ */
+export async function checkedAdapter(first: GPUAdapter, again: () => Promise<GPUAdapter | null>, hint: string): Promise<GPUAdapter> {
+  const name = `webgpu: the adapter found (${adapterName(first)})`;
+  let works: boolean;
+  try {
+    works = await workgroupReductionsWork(first);
+  } catch (e) {
+    throw new NoAdapterError(`${name} could not run a workgroup reduction (${(e as Error).message}); it is not used. ${hint}`);
+  }
+  if (!works) {
+    throw new NoAdapterError(
+      `${name} computes workgroup reductions wrong (e.g. Debian 12's Mesa 22.3 llvmpipe behind Dawn's OpenGL ES backend), ` +
+        `so norms and attention would too; it is not used. ${hint}`,
+    );
+  }
+  const fresh = await again();
+  if (!fresh) throw new NoAdapterError(`${name} passed the reduction check, but asking again gave no adapter. ${hint}`);
+  return fresh;
 }
