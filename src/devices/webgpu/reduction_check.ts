@@ -3,7 +3,7 @@
  * (norms, attention's softmax, sums) writes partials to workgroup memory, reads the others' after
  * workgroupBarrier(), and keeps using the result. Dawn's OpenGL ES backend on Debian 12's Mesa 22.3
  * (llvmpipe) gets that wrong without an error: in a 64-thread workgroup, a reduction's result
- * divided by a constant and still in use after a second reduction holds a wrong value in every
+ * scaled by a constant and still in use after a second reduction holds a wrong value in every
  * thread past the first 8 (one 256-bit SIMD row), as if its load from workgroup memory had moved
  * past the second reduction's barriers; layerNorm, groupNorm and attention failed conformance
  * there, Mesa 25's llvmpipe passes. The check runs that shape once on a throwaway device and
