@@ -6,32 +6,22 @@
  * scaled by a constant and still in use after a second reduction holds a wrong value in every
  * thread past the first 8 (one 256-bit SIMD row), as if its load from workgroup memory had moved
  * past the second reduction's barriers; layerNorm, groupNorm and attention failed conformance
- * there, Mesa 25's llvmpipe passes. The check runs that shape once on a throwaway device and
- * compares every thread's results with the exact ones.
+ * there, Mesa 25's llvmpipe passes. The check runs that shape, with the norms' own reduction
+ * (workgroupSum), once on a throwaway device and compares every thread's results with the exact
+ * ones.
  */
 
 import { adapterName, NoAdapterError } from "./device.js";
+import { workgroupSum } from "./kernels/wgsl.js";
 
 const WG = 64;
-const SHADER = /* wgsl */ `
-var<workgroup> S: array<f32, ${WG}>;
+const SHADER = /* wgsl */ `${workgroupSum(WG)}
 @group(0) @binding(0) var<storage, read_write> Y: array<f32>;
-fn reduce(v: f32, lid: u32) -> f32 {
-  S[lid] = v;
-  workgroupBarrier();
-  for (var s = ${WG / 2}u; s > 0u; s = s >> 1u) {
-    if (lid < s) { S[lid] = S[lid] + S[lid + s]; }
-    workgroupBarrier();
-  }
-  let r = S[0];
-  workgroupBarrier();
-  return r;
-}
 @compute @workgroup_size(${WG}) fn main(@builtin(local_invocation_index) lid: u32) {
   // layerNorm's shape: a mean, then a second reduction, then the mean used again. (A product by
   // 1/64, not a quotient: WGSL rounds products exactly, quotients within 2.5 ulp.)
-  let mean = reduce(f32(lid + 1u), lid) * ${1 / WG};
-  let second = reduce(mean * mean, lid);
+  let mean = row_sum(f32(lid + 1u), lid) * ${1 / WG};
+  let second = row_sum(mean * mean, lid);
   Y[lid] = mean;
   Y[${WG}u + lid] = second;
 }`;

@@ -6,25 +6,12 @@ import type { KernelSignatures } from "../../kernels.js";
 import { numel, type TensorView } from "../../view.js";
 import { fbits, grid } from "../dispatch.js";
 import { bufferOf, deviceOf } from "./common.js";
-import { binding, entry, LIBRARY, loader } from "./wgsl.js";
+import { binding, entry, LIBRARY, loader, workgroupSum } from "./wgsl.js";
 
 const WG = 64;
 
 /** WGSL: a workgroup sum returning the same (uniform) value to every thread. */
-const ROW_SUM = /* wgsl */ `
-var<workgroup> S: array<f32, ${WG}>;
-fn row_sum(v: f32, lid: u32) -> f32 {
-  S[lid] = v;
-  workgroupBarrier();
-  for (var s = ${WG / 2}u; s > 0u; s = s >> 1u) {
-    if (lid < s) { S[lid] = S[lid] + S[lid + s]; }
-    workgroupBarrier();
-  }
-  let r = workgroupUniformLoad(&S[0]);
-  workgroupBarrier();
-  return r;
-}
-`;
+const ROW_SUM = workgroupSum(WG);
 
 /** A dummy binding for an absent optional tensor (any small buffer; never read). */
 function orDummy(t: TensorView | null, other: TensorView): GPUBuffer {

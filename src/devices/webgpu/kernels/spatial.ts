@@ -10,7 +10,7 @@ import type { Conv2dParams, KernelSignatures } from "../../kernels.js";
 import { numel, type TensorView } from "../../view.js";
 import { fbits, grid } from "../dispatch.js";
 import { bufferOf, deviceOf } from "./common.js";
-import { binding, entry, LIBRARY, loader } from "./wgsl.js";
+import { binding, entry, LIBRARY, loader, workgroupSum } from "./wgsl.js";
 
 const T = 64;
 const TK = 16;
@@ -91,19 +91,7 @@ function groupNorm(x: TensorView, w: TensorView | null, b: TensorView | null, ou
 @group(0) @binding(1) var<storage, read> X: array<f32>;
 ${binding(2, "w", "read")}${loader("w", wd)}${binding(3, "b", "read")}${loader("b", bd)}
 @group(0) @binding(4) var<storage, read_write> Y: array<f32>;
-var<workgroup> R: array<f32, ${WG}>;
-fn row_sum(v: f32, lid: u32) -> f32 {
-  R[lid] = v;
-  workgroupBarrier();
-  for (var s = ${WG / 2}u; s > 0u; s = s >> 1u) {
-    if (lid < s) { R[lid] = R[lid] + R[lid + s]; }
-    workgroupBarrier();
-  }
-  let r = workgroupUniformLoad(&R[0]);
-  workgroupBarrier();
-  return r;
-}
-${entry(WG)} {
+${workgroupSum(WG, "R")}${entry(WG)} {
   let row = group_id(wid, nwg);
   if (row >= pu(0u)) { return; }
   let len = pu(1u); let S = pu(2u);

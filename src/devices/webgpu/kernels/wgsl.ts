@@ -337,6 +337,28 @@ fn f32_to_bf16(f: f32) -> u32 {
 /** The library, included at the top of every kernel. */
 export const LIBRARY = PRELUDE + MATH + INT64 + CONVERT;
 
+/**
+ * WGSL: `fn row_sum(v: f32, lid: u32) -> f32`, the sum of v over a workgroup of `size` threads (a
+ * power of two), the same (uniform) value returned to every thread, through the workgroup array
+ * `mem` (the norms' reduction; reduction_check.ts runs it on every adapter before use).
+ */
+export function workgroupSum(size: number, mem = "S"): string {
+  return /* wgsl */ `
+var<workgroup> ${mem}: array<f32, ${size}>;
+fn row_sum(v: f32, lid: u32) -> f32 {
+  ${mem}[lid] = v;
+  workgroupBarrier();
+  for (var s = ${size / 2}u; s > 0u; s = s >> 1u) {
+    if (lid < s) { ${mem}[lid] = ${mem}[lid] + ${mem}[lid + s]; }
+    workgroupBarrier();
+  }
+  let r = workgroupUniformLoad(&${mem}[0]);
+  workgroupBarrier();
+  return r;
+}
+`;
+}
+
 /** The standard entry point header of a kernel with `size` threads per workgroup. */
 export function entry(size: number): string {
   return `@compute @workgroup_size(${size}) fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32)`;
