@@ -168,8 +168,7 @@ int Args::dtype(size_t i, const char* name) {
   return static_cast<int>(integer(i, name, 0, kNumDTypes - 1));
 }
 
-bool Args::fits(const Buffer& b, int dtype, const std::vector<int64_t>& shape,
-                const std::vector<int64_t>& strides) {
+bool Args::fits(const Buffer& b, int dtype, DimList shape, DimList strides) {
   if (failed_) return false;
   if (!check(shape.size() == strides.size(), false,
              "strides of '%s' have %zu entries but its shape has %zu dims", b.name,
@@ -197,8 +196,12 @@ bool Args::fits(const Buffer& b, int dtype, const std::vector<int64_t>& shape,
                dtype_name(dtype), esize, esize);
 }
 
-bool Args::fits(const Buffer& b, int dtype, const std::vector<int64_t>& shape) {
-  std::vector<int64_t> strides(shape.size());
+bool Args::fits(const Buffer& b, int dtype, DimList shape) {
+  // Row-major strides on the stack for the shapes the kernels take (a vector past that).
+  constexpr size_t kStackDims = 16;
+  int64_t local[kStackDims];
+  std::vector<int64_t> heap(shape.size() > kStackDims ? shape.size() : 0);
+  int64_t* strides = shape.size() > kStackDims ? heap.data() : local;
   int64_t acc = 1;
   bool overflow = false;
   for (size_t d = shape.size(); d-- > 0;) {
@@ -206,7 +209,7 @@ bool Args::fits(const Buffer& b, int dtype, const std::vector<int64_t>& shape) {
     overflow = overflow || (shape[d] != 0 && __builtin_mul_overflow(acc, shape[d], &acc));
   }
   if (!check(!overflow, false, "the shape of '%s' overflows", b.name)) return false;
-  return fits(b, dtype, shape, strides);
+  return fits(b, dtype, shape, DimList(strides, shape.size()));
 }
 
 napi_value undefined(napi_env env) {

@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <initializer_list>
 #include <vector>
 
 namespace tsorch {
@@ -27,6 +28,21 @@ struct RecordedArg {
   Buffer buffer;
   double number = 0;
   std::vector<double> numbers;
+};
+
+// A shape or strides argument of Args::fits: a braced list ({M, K}) or a vector, viewed without a
+// copy (fits runs on every kernel call, also inside graph replays, so it allocates nothing).
+class DimList {
+ public:
+  DimList(std::initializer_list<int64_t> l) : p_(l.begin()), n_(l.size()) {}
+  DimList(const std::vector<int64_t>& v) : p_(v.data()), n_(v.size()) {}
+  DimList(const int64_t* p, size_t n) : p_(p), n_(n) {}
+  size_t size() const { return n_; }
+  int64_t operator[](size_t d) const { return p_[d]; }
+
+ private:
+  const int64_t* p_;
+  size_t n_;
 };
 
 class Args {
@@ -54,10 +70,9 @@ class Args {
   // Checks that `b` can hold every element that `shape` / `strides` reach from element 0
   // (a null buffer passes: optional arguments are checked by the caller), and that it is aligned
   // to the element size of `dtype`.
-  bool fits(const Buffer& b, int dtype, const std::vector<int64_t>& shape,
-            const std::vector<int64_t>& strides);
+  bool fits(const Buffer& b, int dtype, DimList shape, DimList strides);
   // The same for a contiguous (row-major) tensor of `shape`.
-  bool fits(const Buffer& b, int dtype, const std::vector<int64_t>& shape);
+  bool fits(const Buffer& b, int dtype, DimList shape);
 
  private:
   napi_env env_;
