@@ -6,7 +6,8 @@
  * on the portable kernels with 3 threads (TSORCH_CPU_ISA=portable), so the paths used on CPUs
  * without AVX-512 and without AVX2 are tested too. (TSORCH_CPU_ISA picks the kernel tables; the
  * functions compiled with TSORCH_ISA_CLONES, GCC's target_clones, e.g. rms_norm's and rotary's
- * rows, attention, elementwise, always run the clone the CPU supports.)
+ * rows, attention, elementwise, always run the clone the CPU supports: cpu_emulated_hosts.test.ts
+ * runs this file on emulated CPUs for the others.)
  */
 import { test } from "node:test";
 import assert from "node:assert/strict";
@@ -136,8 +137,8 @@ test("numThreads and cpuFeatures describe the pool and the kernels", () => {
   assert.ok(Number.isInteger(n) && n >= 1);
   if (process.env.TSORCH_NUM_THREADS) assert.equal(n, Number(process.env.TSORCH_NUM_THREADS));
   const f = nat.cpuFeatures();
-  assert.match(f, /kernels=(avx512|avx2|portable) int8=(avx512-vnni|avx-vnni|avx2|portable|off) bf16=(avx512-bf16|f32)$/);
-  if (process.env.TSORCH_CPU_ISA === "portable") assert.match(f, /kernels=portable int8=portable bf16=f32$/);
+  assert.match(f, /kernels=(avx512|avx2|portable) int8=(avx512-vnni|avx-vnni|avx2|portable|off) bf16=(avx512-bf16|f32) clones=(x86-64-v4|x86-64-v3|baseline)$/);
+  if (process.env.TSORCH_CPU_ISA === "portable") assert.match(f, /kernels=portable int8=portable bf16=f32 clones=/);
 });
 
 test("readBandwidth (bench/host.ts): one rate a read; under one 2 KB piece throws", () => {

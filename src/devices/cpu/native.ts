@@ -68,7 +68,11 @@ export interface NativeCpu {
 
   /** Number of threads in the pool. */
   numThreads(): number;
-  /** CPU features the addon detected and dispatches on, e.g. "avx512f avx512bf16 fma avx2". */
+  /** CPU features the addon detected and the kernels it dispatches to, e.g. "avx512f avx512bw
+   * avx512vl avx2 fma f16c kernels=avx512 int8=avx512-vnni bf16=f32 clones=x86-64-v4": `kernels`,
+   * `int8` and `bf16` name the kernel tables (TSORCH_CPU_ISA, TSORCH_CPU_INT8 and TSORCH_CPU_BF16
+   * narrow them), `clones` the copy of the functions compiled per ISA level (isa_clones.h) that
+   * this CPU runs: x86-64-v4, x86-64-v3 or baseline. */
   cpuFeatures(): string;
   /** Bytes/s of each of `reps` streaming reads of a fresh buffer of `bytes` (rounded down to whole
    * 2 KB pieces; throws under 2048) over the thread pool, with the widest loads the CPU has, after

@@ -5,6 +5,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "isa_clones.h"
+
 namespace tsorch {
 
 namespace {
@@ -83,6 +85,7 @@ Selection select() {
     std::fprintf(stderr, "tsorch: TSORCH_CPU_BF16=%s is not available here (kernels=%s); using f32\n", bf16_want, s.gemm->name);
 #endif
   s.features += std::string(" bf16=") + (s.bf16 ? s.bf16->name : "f32");
+  s.features += std::string(" clones=") + isa_clone_level();
   return s;
 }
 

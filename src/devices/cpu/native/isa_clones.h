@@ -9,3 +9,21 @@
 #else
 #define TSORCH_ISA_CLONES
 #endif
+
+namespace tsorch {
+
+// The clone of TSORCH_ISA_CLONES functions this process runs: "x86-64-v4", "x86-64-v3" or
+// "baseline", by the ISA levels the clones' resolver checks (cpuFeatures() reports it as clones=;
+// test/cpu_emulated_hosts.test.ts runs the other clones on an emulated CPU).
+inline const char* isa_clone_level() {
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+  static const char* const level = __builtin_cpu_supports("x86-64-v4")   ? "x86-64-v4"
+                                   : __builtin_cpu_supports("x86-64-v3") ? "x86-64-v3"
+                                                                         : "baseline";
+  return level;
+#else
+  return "baseline";
+#endif
+}
+
+}  // namespace tsorch

@@ -106,17 +106,6 @@ TSORCH_INLINE f32x16 ld16(const Bf16Zmm* p) {
 }
 TSORCH_INLINE float ld1(const Bf16Zmm* p) { return bf16_to_f32(p->bits); }
 
-// Whether this process runs the AVX-512 clones of TSORCH_ISA_CLONES functions (the x86-64-v4 level
-// the clones' resolver checks).
-inline bool runs_v4_clones() {
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-  static const bool v4 = __builtin_cpu_supports("x86-64-v4");
-  return v4;
-#else
-  return false;
-#endif
-}
-
 // {sum of a0's lanes, of a1's, a2's, a3's}: a transposed reduction (halving the lanes of all four
 // vectors together), not four horizontal sums.
 TSORCH_INLINE f32x4 hsum4(const f32x16& a0, const f32x16& a1, const f32x16& a2, const f32x16& a3) {
@@ -470,7 +459,7 @@ void attend_piece(const PagedAttentionArgs& a, const Piece& pc, float* O, int64_
   if (a.kv_dtype == kF32) {
     run([&](int64_t j) { return reinterpret_cast<const float*>(kc + slot[j] * kstride); },
         [&](int64_t j) { return reinterpret_cast<const float*>(vc + slot[j] * vstride); }, none, false);
-  } else if (a.kv_dtype == kBF16 && pc.nt * group <= 4 && runs_v4_clones()) {  // few query rows per kv head: widen each bfloat16 row in registers
+  } else if (a.kv_dtype == kBF16 && pc.nt * group <= 4 && std::strcmp(isa_clone_level(), "x86-64-v4") == 0) {  // few query rows per kv head: widen each bfloat16 row in registers
     run([&](int64_t j) { return reinterpret_cast<const Bf16Zmm*>(kc + slot[j] * kstride); },
         [&](int64_t j) { return reinterpret_cast<const Bf16Zmm*>(vc + slot[j] * vstride); }, none, false);
   } else if (a.kv_dtype == kBF16 && pc.nt * group <= 4) {
