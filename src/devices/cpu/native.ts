@@ -72,7 +72,7 @@ export interface NativeCpu {
    * avx512vl avx2 fma f16c kernels=avx512 int8=avx512-vnni bf16=f32 clones=x86-64-v4": `kernels`,
    * `int8` and `bf16` name the kernel tables (TSORCH_CPU_ISA, TSORCH_CPU_INT8 and TSORCH_CPU_BF16
    * narrow them), `clones` the copy of the functions compiled per ISA level (isa_clones.h) that
-   * this CPU runs: x86-64-v4, x86-64-v3 or baseline. */
+   * this CPU runs: x86-64-v4, x86-64-v3 or baseline (none: compiled once, not GCC on x86-64). */
   cpuFeatures(): string;
   /** Bytes/s of each of `reps` streaming reads of a fresh buffer of `bytes` (rounded down to whole
    * 2 KB pieces; throws under 2048) over the thread pool, with the widest loads the CPU has, after

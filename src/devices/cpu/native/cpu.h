@@ -16,8 +16,8 @@ const GemmKernels& gemm_kernels();
 const IntQuantKernels* int_quant_kernels();
 // The bfloat16 dot-product GEMM (AVX512-BF16 hosts; TSORCH_CPU_BF16=f32 turns it off), or null.
 const Bf16GemmKernels* bf16_gemm_kernels();
-// Space-separated features detected, then "kernels=<tier> int8=<path> bf16=<path>", e.g.
-// "avx2 fma f16c kernels=avx2 int8=avx2 bf16=f32".
+// Space-separated features detected, then "kernels=<tier> int8=<path> bf16=<path> clones=<level>"
+// (isa_clones.h), e.g. "avx2 fma f16c kernels=avx2 int8=avx2 bf16=f32 clones=x86-64-v3".
 const std::string& cpu_features();
 
 }  // namespace tsorch

@@ -168,16 +168,17 @@ int Args::dtype(size_t i, const char* name) {
   return static_cast<int>(integer(i, name, 0, kNumDTypes - 1));
 }
 
-bool Args::fits(const Buffer& b, int dtype, DimList shape, DimList strides) {
+bool Args::rank_mismatch(const Buffer& b, size_t shape_dims, size_t stride_dims) {
+  return check(false, false, "strides of '%s' have %zu entries but its shape has %zu dims", b.name,
+               stride_dims, shape_dims);
+}
+
+bool Args::fits_dims(const Buffer& b, int dtype, const int64_t* shape, const int64_t* strides, size_t ndim) {
   if (failed_) return false;
-  if (!check(shape.size() == strides.size(), false,
-             "strides of '%s' have %zu entries but its shape has %zu dims", b.name,
-             strides.size(), shape.size()))
-    return false;
   int64_t lo = 0, hi = 0;
-  for (size_t d = 0; d < shape.size(); ++d)
+  for (size_t d = 0; d < ndim; ++d)
     if (shape[d] == 0) return true;  // empty: nothing is touched
-  for (size_t d = 0; d < shape.size(); ++d) {
+  for (size_t d = 0; d < ndim; ++d) {
     int64_t span;
     bool overflow = __builtin_mul_overflow(shape[d] - 1, strides[d], &span);
     overflow = overflow || __builtin_add_overflow(span < 0 ? lo : hi, span, span < 0 ? &lo : &hi);
@@ -196,20 +197,20 @@ bool Args::fits(const Buffer& b, int dtype, DimList shape, DimList strides) {
                dtype_name(dtype), esize, esize);
 }
 
-bool Args::fits(const Buffer& b, int dtype, DimList shape) {
+bool Args::fits_contiguous(const Buffer& b, int dtype, const int64_t* shape, size_t ndim) {
   // Row-major strides on the stack for the shapes the kernels take (a vector past that).
   constexpr size_t kStackDims = 16;
   int64_t local[kStackDims];
-  std::vector<int64_t> heap(shape.size() > kStackDims ? shape.size() : 0);
-  int64_t* strides = shape.size() > kStackDims ? heap.data() : local;
+  std::vector<int64_t> heap(ndim > kStackDims ? ndim : 0);
+  int64_t* strides = ndim > kStackDims ? heap.data() : local;
   int64_t acc = 1;
   bool overflow = false;
-  for (size_t d = shape.size(); d-- > 0;) {
+  for (size_t d = ndim; d-- > 0;) {
     strides[d] = acc;
     overflow = overflow || (shape[d] != 0 && __builtin_mul_overflow(acc, shape[d], &acc));
   }
   if (!check(!overflow, false, "the shape of '%s' overflows", b.name)) return false;
-  return fits(b, dtype, shape, DimList(strides, shape.size()));
+  return fits_dims(b, dtype, shape, strides, ndim);
 }
 
 napi_value undefined(napi_env env) {

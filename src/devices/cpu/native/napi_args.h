@@ -30,21 +30,6 @@ struct RecordedArg {
   std::vector<double> numbers;
 };
 
-// A shape or strides argument of Args::fits: a braced list ({M, K}) or a vector, viewed without a
-// copy (fits runs on every kernel call, also inside graph replays, so it allocates nothing).
-class DimList {
- public:
-  DimList(std::initializer_list<int64_t> l) : p_(l.begin()), n_(l.size()) {}
-  DimList(const std::vector<int64_t>& v) : p_(v.data()), n_(v.size()) {}
-  DimList(const int64_t* p, size_t n) : p_(p), n_(n) {}
-  size_t size() const { return n_; }
-  int64_t operator[](size_t d) const { return p_[d]; }
-
- private:
-  const int64_t* p_;
-  size_t n_;
-};
-
 class Args {
  public:
   // Reads the JS arguments of `info`; while a native graph replays a node (ReplayScope), it reads
@@ -70,11 +55,26 @@ class Args {
   // Checks that `b` can hold every element that `shape` / `strides` reach from element 0
   // (a null buffer passes: optional arguments are checked by the caller), and that it is aligned
   // to the element size of `dtype`.
-  bool fits(const Buffer& b, int dtype, DimList shape, DimList strides);
+  // Shapes and strides are braced lists ({M, K}) or vectors, read in place: fits runs on every
+  // kernel call, also inside graph replays, so it allocates nothing.
+  bool fits(const Buffer& b, int dtype, const std::vector<int64_t>& shape, const std::vector<int64_t>& strides) {
+    return shape.size() == strides.size() ? fits_dims(b, dtype, shape.data(), strides.data(), shape.size()) : rank_mismatch(b, shape.size(), strides.size());
+  }
+  bool fits(const Buffer& b, int dtype, std::initializer_list<int64_t> shape, const std::vector<int64_t>& strides) {
+    return shape.size() == strides.size() ? fits_dims(b, dtype, shape.begin(), strides.data(), shape.size()) : rank_mismatch(b, shape.size(), strides.size());
+  }
+  bool fits(const Buffer& b, int dtype, std::initializer_list<int64_t> shape, std::initializer_list<int64_t> strides) {
+    return shape.size() == strides.size() ? fits_dims(b, dtype, shape.begin(), strides.begin(), shape.size()) : rank_mismatch(b, shape.size(), strides.size());
+  }
   // The same for a contiguous (row-major) tensor of `shape`.
-  bool fits(const Buffer& b, int dtype, DimList shape);
+  bool fits(const Buffer& b, int dtype, const std::vector<int64_t>& shape) { return fits_contiguous(b, dtype, shape.data(), shape.size()); }
+  bool fits(const Buffer& b, int dtype, std::initializer_list<int64_t> shape) { return fits_contiguous(b, dtype, shape.begin(), shape.size()); }
 
  private:
+  bool fits_dims(const Buffer& b, int dtype, const int64_t* shape, const int64_t* strides, size_t ndim);
+  bool fits_contiguous(const Buffer& b, int dtype, const int64_t* shape, size_t ndim);
+  bool rank_mismatch(const Buffer& b, size_t shape_dims, size_t stride_dims);
+
   napi_env env_;
   static constexpr size_t kMaxArgs = 48;  // the most any export takes (decodeAttention)
   napi_value argv_[kMaxArgs];

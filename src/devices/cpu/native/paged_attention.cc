@@ -459,7 +459,7 @@ void attend_piece(const PagedAttentionArgs& a, const Piece& pc, float* O, int64_
   if (a.kv_dtype == kF32) {
     run([&](int64_t j) { return reinterpret_cast<const float*>(kc + slot[j] * kstride); },
         [&](int64_t j) { return reinterpret_cast<const float*>(vc + slot[j] * vstride); }, none, false);
-  } else if (a.kv_dtype == kBF16 && pc.nt * group <= 4 && std::strcmp(isa_clone_level(), "x86-64-v4") == 0) {  // few query rows per kv head: widen each bfloat16 row in registers
+  } else if (a.kv_dtype == kBF16 && pc.nt * group <= 4 && runs_v4_clones()) {  // few query rows per kv head: widen each bfloat16 row in registers
     run([&](int64_t j) { return reinterpret_cast<const Bf16Zmm*>(kc + slot[j] * kstride); },
         [&](int64_t j) { return reinterpret_cast<const Bf16Zmm*>(vc + slot[j] * vstride); }, none, false);
   } else if (a.kv_dtype == kBF16 && pc.nt * group <= 4) {
