@@ -13,9 +13,9 @@ export function median(xs: number[]): number {
 }
 
 /**
- * CPU model, kernel features ("... kernels=avx512 int8=avx512-vnni bf16=avx512-bf16 clones=x86-64-v4") and the
- * read bandwidth in bytes/s: the median of `reps` streaming reads of `bytes` (default 1 GiB)
- * split over the cpu thread pool.
+ * CPU model, kernel features ("... kernels=avx512 int8=avx512-vnni bf16=avx512-bf16
+ * clones=x86-64-v4") and the read bandwidth in bytes/s: the median of `reps` streaming reads of
+ * `bytes` (default 1 GiB) split over the cpu thread pool.
  */
 export function hostInfo(bytes = 2 ** 30, reps = 5) {
   return {
