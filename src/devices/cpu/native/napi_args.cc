@@ -168,13 +168,11 @@ int Args::dtype(size_t i, const char* name) {
   return static_cast<int>(integer(i, name, 0, kNumDTypes - 1));
 }
 
-bool Args::rank_mismatch(const Buffer& b, size_t shape_dims, size_t stride_dims) {
-  return check(false, false, "strides of '%s' have %zu entries but its shape has %zu dims", b.name,
-               stride_dims, shape_dims);
-}
-
-bool Args::fits_dims(const Buffer& b, int dtype, const int64_t* shape, const int64_t* strides, size_t ndim) {
+bool Args::fits_dims(const Buffer& b, int dtype, const int64_t* shape, size_t ndim, const int64_t* strides, size_t nstrides) {
   if (failed_) return false;
+  if (!check(ndim == nstrides, false, "strides of '%s' have %zu entries but its shape has %zu dims", b.name,
+             nstrides, ndim))
+    return false;
   int64_t lo = 0, hi = 0;
   for (size_t d = 0; d < ndim; ++d)
     if (shape[d] == 0) return true;  // empty: nothing is touched
@@ -210,7 +208,7 @@ bool Args::fits_contiguous(const Buffer& b, int dtype, const int64_t* shape, siz
     overflow = overflow || (shape[d] != 0 && __builtin_mul_overflow(acc, shape[d], &acc));
   }
   if (!check(!overflow, false, "the shape of '%s' overflows", b.name)) return false;
-  return fits_dims(b, dtype, shape, strides, ndim);
+  return fits_dims(b, dtype, shape, ndim, strides, ndim);
 }
 
 napi_value undefined(napi_env env) {

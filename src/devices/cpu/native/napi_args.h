@@ -58,22 +58,21 @@ class Args {
   // Shapes and strides are braced lists ({M, K}) or vectors, read in place: fits runs on every
   // kernel call, also inside graph replays, so it allocates nothing.
   bool fits(const Buffer& b, int dtype, const std::vector<int64_t>& shape, const std::vector<int64_t>& strides) {
-    return shape.size() == strides.size() ? fits_dims(b, dtype, shape.data(), strides.data(), shape.size()) : rank_mismatch(b, shape.size(), strides.size());
+    return fits_dims(b, dtype, shape.data(), shape.size(), strides.data(), strides.size());
   }
   bool fits(const Buffer& b, int dtype, std::initializer_list<int64_t> shape, const std::vector<int64_t>& strides) {
-    return shape.size() == strides.size() ? fits_dims(b, dtype, shape.begin(), strides.data(), shape.size()) : rank_mismatch(b, shape.size(), strides.size());
+    return fits_dims(b, dtype, shape.begin(), shape.size(), strides.data(), strides.size());
   }
   bool fits(const Buffer& b, int dtype, std::initializer_list<int64_t> shape, std::initializer_list<int64_t> strides) {
-    return shape.size() == strides.size() ? fits_dims(b, dtype, shape.begin(), strides.begin(), shape.size()) : rank_mismatch(b, shape.size(), strides.size());
+    return fits_dims(b, dtype, shape.begin(), shape.size(), strides.begin(), strides.size());
   }
   // The same for a contiguous (row-major) tensor of `shape`.
   bool fits(const Buffer& b, int dtype, const std::vector<int64_t>& shape) { return fits_contiguous(b, dtype, shape.data(), shape.size()); }
   bool fits(const Buffer& b, int dtype, std::initializer_list<int64_t> shape) { return fits_contiguous(b, dtype, shape.begin(), shape.size()); }
 
  private:
-  bool fits_dims(const Buffer& b, int dtype, const int64_t* shape, const int64_t* strides, size_t ndim);
+  bool fits_dims(const Buffer& b, int dtype, const int64_t* shape, size_t ndim, const int64_t* strides, size_t nstrides);
   bool fits_contiguous(const Buffer& b, int dtype, const int64_t* shape, size_t ndim);
-  bool rank_mismatch(const Buffer& b, size_t shape_dims, size_t stride_dims);
 
   napi_env env_;
   static constexpr size_t kMaxArgs = 48;  // the most any export takes (decodeAttention)
