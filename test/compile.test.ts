@@ -132,6 +132,24 @@ test("compile: stats prove reuse, and a dtype change recompiles with its failed 
   assert.match(st.recompileReasons.at(-1)!, /many: recompile limit \(64 graphs\) reached/);
 });
 
+test("compile: a call is matched against the previous call's guards first; aliasing and alternating arguments still recompile or hit by key", async () => {
+  torch.compiler.reset();
+  const f = torch.compile(function pair(a: torch.Tensor, b: torch.Tensor, k: number) { return a.mul(k).add(b); });
+  const a = rand([3, 5], 21), b = rand([3, 5], 22);
+  await close(f(a, b, 2), a.mul(2).add(b), 0, "distinct storages");
+  // The same signatures as the previous call but one storage for both tensors.
+  await close(f(a, a, 2), a.mul(2).add(a), 0, "one storage");
+  let st = torch.compiler.stats();
+  assert.equal(st.compiles, 2, "arguments sharing a storage are guarded");
+  assert.match(st.recompileReasons.at(-1)!, /pair: args\[1\]: aliasing changed \(shares storage with tensor argument 0 instead of 1\)/);
+  await close(f(b, a, 2), b.mul(2).add(a), 0, "distinct storages again: the first graph");
+  await close(f(a, b, 3), a.mul(3).add(b), 0, "k = 3");
+  for (const k of [2, 3, 2]) await close(f(b, a, k), b.mul(k).add(a), 0, `k = ${k} again`);
+  st = torch.compiler.stats();
+  assert.equal(st.compiles, 3, "alternating between kept graphs compiles nothing");
+  assert.equal(st.cacheHits, 4);
+});
+
 test("compile: reading values or uploading host data breaks the graph; later calls stay correct (eager)", async () => {
   torch.compiler.reset();
   const reads = torch.compile(function reads(x: torch.Tensor) {

@@ -24,7 +24,7 @@ import type { Device } from "../devices/device.js";
 import { Module, parameterEpoch } from "../nn/module.js";
 import type { Tensor } from "../tensor/tensor.js";
 import { capture, capturing } from "./capture.js";
-import { flattenArgs, guardKey, nearestFailedGuard, type Leaf } from "./guards.js";
+import { flattenArgs, guardKey, nearestFailedGuard, sameLeaves, type Leaf } from "./guards.js";
 import { GraphProgram, hiddenTensor } from "./program.js";
 import { cacheGeneration, record } from "./stats.js";
 
@@ -98,9 +98,10 @@ export function compile<F extends (...args: any[]) => any>(target: F | Forward<F
       latest = null;
     }
     const leaves = flattenArgs(args);
-    const key = guardKey(leaves);
-    const hit = cache.get(key);
+    // A call guarded like the last one (each decode step) is matched leaf by leaf; others by key.
+    const hit = latest && sameLeaves(latest.leaves, leaves) ? latest : cache.get(guardKey(leaves));
     if (hit) {
+      latest = hit;
       if (!hit.program) return fn.apply(this, args);
       record.hit();
       return hit.program.run(leaves);
@@ -121,7 +122,7 @@ export function compile<F extends (...args: any[]) => any>(target: F | Forward<F
       record.graph(name, program.info);
     }
     latest = { leaves, program };
-    cache.set(key, latest);
+    cache.set(guardKey(leaves), latest);
     return cap.result;
   };
   Object.defineProperty(compiled, "name", { value: name });
