@@ -112,6 +112,8 @@ export class StaticSteps {
   private readonly lengths: number[];
   private readonly tables: Tensor;
   private readonly decodeRows: Tensor;
+  /** The KV buffers as the step's trailing arguments (keys and values of each layer). */
+  private readonly buffers: Tensor[];
 
   constructor(private readonly model: PreTrainedModel, private readonly prompts: number[][], newTokens: number, dtype: DType, wrap: StepWrapper) {
     const B = prompts.length;
@@ -124,6 +126,7 @@ export class StaticSteps {
     const rowIds = Array.from({ length: B }, (_, b) => b);
     this.tables = this.int32(rowIds, [B, 1]);
     this.decodeRows = this.int32(rowIds, [B]);
+    this.buffers = this.cache.pools.flatMap((p) => [p.keys, p.values]);
   }
 
   /** The generation is over: its KV cache may serve the next one (call once, as the last call). */
@@ -141,10 +144,9 @@ export class StaticSteps {
   private run(step: StaticStepFn, ids: Tensor, positions: number[][], rows: Tensor, logitRows: Tensor): Tensor {
     const cap = this.cache.capacity, L = positions[0].length;
     const slots = positions.flatMap((r, b) => r.map((p) => b * cap + p));
-    const buffers = this.cache.pools.flatMap((p) => [p.keys, p.values]);
     // Positions and slots in one upload, passed as two views of it.
     const both = this.int32([...positions.flat(), ...slots], [2, slots.length]);
-    return step(ids, both.select(0, 0).reshape([positions.length, L]), both.select(0, 1), rows, this.tables, logitRows, ...buffers);
+    return step(ids, both.select(0, 0).reshape([positions.length, L]), both.select(0, 1), rows, this.tables, logitRows, ...this.buffers);
   }
 
   private runPrefill(step: StaticStepFn): Tensor {
