@@ -150,6 +150,41 @@ test("compile: a call is matched against the previous call's guards first; alias
   assert.equal(st.cacheHits, 4);
 });
 
+test("compile: guards see each argument's structure: an empty or reshaped container, another class, -0 and another symbol are new calls", async () => {
+  torch.compiler.reset();
+  const x = rand([2, 3], 31);
+  // An empty object adds no value leaves: it must still differ from a missing argument.
+  const scaled = torch.compile(function scaled(t: torch.Tensor, o: { k?: number } = { k: 2 }) { return t.mul(o.k ?? 1); });
+  await close(scaled(x), x.mul(2), 0, "default options");
+  await close(scaled(x, {}), x, 0, "empty options");
+  // The same value at the same dotted path, reached through a nested object or a key with a dot.
+  const nested = torch.compile(function nested(t: torch.Tensor, o: Record<string, unknown>) {
+    return t.mul(typeof o.a === "object" ? (o.a as { b: number }).b : 3);
+  });
+  await close(nested(x, { a: { b: 5 } }), x.mul(5), 0, "nested");
+  await close(nested(x, { "a.b": 5 }), x.mul(3), 0, "a dotted key");
+  // Keys and values holding the key's own separators.
+  const sep = torch.compile(function sep(t: torch.Tensor, o: Record<string, string>) { return t.mul(o.a === "p" ? 2 : 3); });
+  await close(sep(x, { a: "p", b: "q" }), x.mul(2), 0, "two keys");
+  await close(sep(x, { 'a="p"|args[1].b': "q" }), x.mul(3), 0, "one key spelling both");
+  // A class instance and a plain object with the same fields; -0 and 0; two symbols of one name.
+  class Scale { constructor(readonly k: number) {} }
+  const cls = torch.compile(function cls(t: torch.Tensor, o: { k: number }) { return t.mul(o instanceof Scale ? o.k : -o.k); });
+  await close(cls(x, new Scale(4)), x.mul(4), 0, "class instance");
+  await close(cls(x, { k: 4 }), x.mul(-4), 0, "plain object");
+  const zero = torch.compile(function zero(t: torch.Tensor, k: number) { return t.mul(Object.is(k, -0) ? -1 : 1); });
+  await close(zero(x, 0), x, 0, "0");
+  await close(zero(x, -0), x.mul(-1), 0, "-0");
+  const A = Symbol("k"), B = Symbol("k");
+  const sym = torch.compile(function sym(t: torch.Tensor, s: symbol) { return t.mul(s === A ? 1 : 2); });
+  await close(sym(x, A), x, 0, "symbol A");
+  await close(sym(x, B), x.mul(2), 0, "symbol B");
+  const st = torch.compiler.stats();
+  assert.equal(st.compiles, 12, "every second call recompiles");
+  assert.equal(st.cacheHits, 0);
+  assert.match(st.recompileReasons[0], /scaled: argument structure changed at args\[1\]|scaled: args\[1\]/);
+});
+
 test("compile: reading values or uploading host data breaks the graph; later calls stay correct (eager)", async () => {
   torch.compiler.reset();
   const reads = torch.compile(function reads(x: torch.Tensor) {

@@ -3,16 +3,18 @@
  * (tensors, JS values, opaque objects by identity), each with a signature; the joined signatures
  * are the cache key. A tensor leaf is guarded on dtype, device, shape, strides, offset, storage size
  * and which earlier argument it shares storage with; a number/string/boolean/null on its value;
- * anything else (a Module, a Map, a function) on its identity.
+ * an array or object walked into is a leaf too (its length, or its keys and class), then its
+ * elements; anything else (a Module, a Map, a function) on its identity.
  *
  * A compiled function checks its guards on every call, so the check is kept cheap: a tensor's
- * signature is built once per Tensor object (its metadata never changes) and top-level paths are
- * shared strings, so a call guarded like the one before it (a decode step: the same 56 KV buffer
- * tensors every step) is recognised by comparing leaves (sameLeaves), without joining and hashing
- * a key of some 5 KB (compile.ts). The Qwen3-0.6B-shaped compiled decode step's 62 tensor
- * arguments: 70-140 us a call to check with signatures and key rebuilt per call, 11-16 us this way
- * (in a loop of checks; inside int4 decode, between steps that evict the caches, 93-258 -> 31-77 us;
- * AMD EPYC Zen 5).
+ * signature is built once per Tensor object (its fields are readonly and its storage's size fixed:
+ * on cpu the bytes given to fromBytes / Device.upload, which their caller must not modify) and
+ * top-level paths are shared strings, so a call guarded like the one before it (a decode step: the
+ * same 56 KV buffer tensors every step) is recognised by comparing leaves (sameLeaves), without
+ * joining and hashing a key of some 5 KB (compile.ts). The Qwen3-0.6B-shaped compiled decode step's
+ * 62 tensor arguments: 70-140 us a call to check with signatures and key rebuilt per call, 11-16 us
+ * this way (in a loop of checks; inside int4 decode, whose steps evict the CPU caches the check
+ * reads, 93-258 -> 31-77 us; AMD EPYC Zen 5).
  */
 import { Module } from "../nn/module.js";
 import { Tensor } from "../tensor/tensor.js";
@@ -35,12 +37,28 @@ export interface ValueLeaf {
 export type Leaf = TensorLeaf | ValueLeaf;
 
 const ids = new WeakMap<object, number>();
+const symbolIds = new Map<symbol, number>();
 let nextId = 1;
 function identity(o: object): number {
   let id = ids.get(o);
   if (id === undefined) ids.set(o, (id = nextId++));
   return id;
 }
+
+/** A number, string, boolean, bigint, symbol, null or undefined by value (-0 apart from 0; a symbol by identity). */
+function valueSig(v: unknown): string {
+  if (typeof v === "string") return JSON.stringify(v);
+  if (typeof v === "number" && Object.is(v, -0)) return "number:-0";
+  if (typeof v === "symbol") {
+    let id = symbolIds.get(v);
+    if (id === undefined) symbolIds.set(v, (id = nextId++));
+    return `symbol#${id}`;
+  }
+  return `${typeof v}:${String(v)}`;
+}
+
+/** Object keys written as `.key` in a leaf's path; others as `["key"]`. */
+const IDENTIFIER = /^[A-Za-z_$][\w$]*$/;
 
 /** Deepest nesting of arrays/objects walked before an object is guarded on identity. */
 const MAX_DEPTH = 8;
@@ -71,13 +89,22 @@ export function flattenArgs(args: readonly unknown[]): Leaf[] {
       tensorStorages.push(v.storage);
       leaves.push({ path, tensor: v, alias, sig: tensorSig(v) });
     } else if (v === null || v === undefined || typeof v !== "object" && typeof v !== "function") {
-      leaves.push({ path, sig: typeof v === "string" ? JSON.stringify(v) : `${typeof v}:${String(v)}` });
+      leaves.push({ path, sig: valueSig(v) });
     } else if (typeof v === "function" || v instanceof Module || depth >= MAX_DEPTH || seen.has(v) || !plain(v)) {
       leaves.push({ path, sig: `#${identity(v)}` });
     } else {
+      // The container itself is a leaf (its kind and length or keys, a class instance's class), so
+      // an empty one, a missing key or another class is a different call, not a subset of leaves.
       seen.add(v);
-      if (Array.isArray(v)) v.forEach((x, i) => walk(x, `${path}[${i}]`, depth + 1));
-      else for (const k of Object.keys(v)) walk((v as Record<string, unknown>)[k], `${path}.${k}`, depth + 1);
+      if (Array.isArray(v)) {
+        leaves.push({ path, sig: `array(${v.length})` });
+        v.forEach((x, i) => walk(x, `${path}[${i}]`, depth + 1));
+      } else {
+        const keys = Object.keys(v), proto = Object.getPrototypeOf(v) as object | null;
+        const kind = proto === Object.prototype || proto === null ? "object" : `#${identity(proto)}`;
+        leaves.push({ path, sig: `${kind}{${keys.map((k) => JSON.stringify(k)).join(",")}}` });
+        for (const k of keys) walk((v as Record<string, unknown>)[k], IDENTIFIER.test(k) ? `${path}.${k}` : `${path}[${JSON.stringify(k)}]`, depth + 1);
+      }
       seen.delete(v);
     }
   };
@@ -90,7 +117,7 @@ function sameLeaf(a: Leaf, b: Leaf): boolean {
   return a.sig === b.sig && (a.tensor ? b.tensor !== undefined && a.alias === b.alias : b.tensor === undefined);
 }
 
-/** Whether two calls' leaves have the same guard key (guardKey(a) === guardKey(b)), without building it. */
+/** Whether two calls' leaves guard alike (then their guardKeys are equal), without building the keys. */
 export function sameLeaves(a: readonly Leaf[], b: readonly Leaf[]): boolean {
   if (a.length !== b.length) return false;
   for (let i = 0; i < a.length; i++) if (a[i].path !== b[i].path || !sameLeaf(a[i], b[i])) return false;
@@ -107,10 +134,10 @@ function plain(v: object): boolean {
   return true;
 }
 
-/** The cache key of flattened leaves. */
+/** The cache key of flattened leaves: path and signature length-prefixed, so no two lists of leaves join alike. */
 export function guardKey(leaves: readonly Leaf[]): string {
   let key = "";
-  for (const l of leaves) key += l.tensor ? `${l.path}=${l.sig}~${l.alias}|` : `${l.path}=${l.sig}|`;
+  for (const l of leaves) key += `${l.path.length}:${l.path}${l.sig.length}:${l.sig}${l.tensor ? `~${l.alias}` : ""};`;
   return key;
 }
 
