@@ -55,6 +55,9 @@ void cumsum(const void* x, int dtype, void* out, int64_t outer, int64_t n);
 void softmax(const float* x, float* out, int64_t rows, int64_t n, bool log);
 
 // linear.cc
+// A bias (or residual) of `n` values of `dtype` as float32: float32 is read in place (null stays
+// null), other dtypes are widened once into `scratch`.
+const float* float32_values(const void* p, int dtype, int64_t n, std::vector<float>& scratch);
 void linear(const float* x, const void* w, int w_dtype, const void* bias, int bias_dtype,
             float* out, int64_t M, int64_t N, int64_t K);
 

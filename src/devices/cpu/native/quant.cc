@@ -78,12 +78,7 @@ void linear_quantized(const float* x, const uint8_t* q, const float* scales, int
                       int64_t K) {
   // A float32 bias (or residual, linear_add) is read in place; other dtypes are widened once.
   std::vector<float> bias_f32;
-  const float* b = static_cast<const float*>(bias);
-  if (bias && bias_dtype != kF32) {
-    bias_f32.resize(N);
-    for (int64_t n = 0; n < N; ++n) bias_f32[n] = load_float(bias, bias_dtype, n);
-    b = bias_f32.data();
-  }
+  const float* b = float32_values(bias, bias_dtype, N, bias_f32);
   if (const IntQuantKernels* ik = int_quant_kernels(); ik && ik->gemm_rows && M >= kGemmMinM) {
     const int64_t arb = ik->gemm_act_row_bytes(K);
     uint8_t* act = reinterpret_cast<uint8_t*>(thread_scratch(2, static_cast<size_t>((M * arb + 3) / 4)));
@@ -164,13 +159,7 @@ void linear_quantized_group(const float* x, int bits, int64_t M, int64_t K, cons
   std::vector<const float*> b(nw, nullptr);
   std::vector<int64_t> chunks(nw + 1, 0);  // chunks[w]: the first 24-row chunk of weight w, in one numbering
   for (int w = 0; w < nw; ++w) {
-    if (ws[w].bias && ws[w].bias_dtype == kF32) {
-      b[w] = static_cast<const float*>(ws[w].bias);
-    } else if (ws[w].bias) {
-      bias_f32[w].resize(ws[w].N);
-      for (int64_t n = 0; n < ws[w].N; ++n) bias_f32[w][n] = load_float(ws[w].bias, ws[w].bias_dtype, n);
-      b[w] = bias_f32[w].data();
-    }
+    b[w] = float32_values(ws[w].bias, ws[w].bias_dtype, ws[w].N, bias_f32[w]);
     chunks[w + 1] = chunks[w] + (ws[w].N + 23) / 24;
   }
   const int64_t arb = ik->act_row_bytes(K);

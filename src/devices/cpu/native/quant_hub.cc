@@ -40,14 +40,6 @@ constexpr int64_t kDirectMaxM = 8;
 // FP8 output channels decoded at a time for the GEMM.
 constexpr int64_t kFp8Panel = 64;
 
-std::vector<float> bias_to_f32(const void* bias, int bias_dtype, int64_t N) {
-  std::vector<float> b;
-  if (!bias) return b;
-  b.resize(N);
-  for (int64_t n = 0; n < N; ++n) b[n] = load_float(bias, bias_dtype, n);
-  return b;
-}
-
 }  // namespace
 
 void linear_packed_int(const float* x, const int32_t* qweight, const int32_t* qzeros,
@@ -57,8 +49,8 @@ void linear_packed_int(const float* x, const int32_t* qweight, const int32_t* qz
   int64_t G = 0;
   for (int64_t k = 0; k < K; ++k) G = std::max<int64_t>(G, g_idx[k] + 1);
   const PackedIntWeight w{qweight, qzeros, scales, g_idx, bits, awq, zero_offset, N, K, G};
-  const std::vector<float> bv = bias_to_f32(bias, bias_dtype, N);
-  const float* b = bv.empty() ? nullptr : bv.data();
+  std::vector<float> bias_f32;
+  const float* b = float32_values(bias, bias_dtype, N, bias_f32);
   const HubKernels& hk = hub_kernels();
   const int64_t panel = awq ? hk.awq_panel : hk.gptq_panel;
   const int64_t panels = (N + panel - 1) / panel;
@@ -75,8 +67,8 @@ void linear_fp8_block(const float* x, const uint8_t* weight, const float* scale_
                       int64_t block_n, int64_t block_k, const void* bias, int bias_dtype,
                       float* out, int64_t M, int64_t N, int64_t K) {
   const Fp8Weight w{weight, scale_inv, block_n, block_k, N, K};
-  const std::vector<float> bv = bias_to_f32(bias, bias_dtype, N);
-  const float* b = bv.empty() ? nullptr : bv.data();
+  std::vector<float> bias_f32;
+  const float* b = float32_values(bias, bias_dtype, N, bias_f32);
   const HubKernels& hk = hub_kernels();
   ThreadPool& pool = ThreadPool::get();
   if (M <= kDirectMaxM) {
