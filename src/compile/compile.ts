@@ -99,7 +99,9 @@ export function compile<F extends (...args: any[]) => any>(target: F | Forward<F
     }
     const leaves = flattenArgs(args);
     // A call guarded like the last one (each decode step) is matched leaf by leaf; others by key.
-    const hit = latest && sameLeaves(latest.leaves, leaves) ? latest : cache.get(guardKey(leaves));
+    const same = latest && sameLeaves(latest.leaves, leaves) ? latest : null;
+    const key = same ? "" : guardKey(leaves);
+    const hit = same ?? cache.get(key);
     if (hit) {
       latest = hit;
       if (!hit.program) return fn.apply(this, args);
@@ -122,7 +124,7 @@ export function compile<F extends (...args: any[]) => any>(target: F | Forward<F
       record.graph(name, program.info);
     }
     latest = { leaves, program };
-    cache.set(guardKey(leaves), latest);
+    cache.set(key, latest);
     return cap.result;
   };
   Object.defineProperty(compiled, "name", { value: name });
