@@ -36,6 +36,27 @@ export function readBandwidth(bytes = 2 ** 30, reps = 5) {
   return { read_bandwidth_bytes_per_s: median(runs), read_bandwidth_runs_gb_per_s: runs.map((r) => +(r / 1e9).toFixed(2)) };
 }
 
+/**
+ * The plain read in a decode step's own call sizes (native readBandwidthInCalls): `reps` passes
+ * that read `callBytes` (the step's GEMV calls, in order) one call after another, each alternating
+ * with a whole read of `bytes` (at least the calls' sum), so that each pass has a reading beside
+ * it. What a step of those calls could stream with no compute, no norms or attention and no
+ * JavaScript between them: each call starts two new streams and ends at a join, which one long
+ * read does not. `step_read_fraction_of_read` is the median of the passes' rates over the whole
+ * read beside each (the host's bandwidth drifts within minutes). Throws if the memory cannot be had.
+ */
+export function stepReadBandwidth(callBytes: number[], bytes = 2 ** 30, reps = 5) {
+  const r = native().readBandwidthInCalls(Math.round(bytes), reps, callBytes.map((b) => Math.max(1, Math.round(b))));
+  if (r.length !== 2 * reps) throw new Error(`stepReadBandwidth: could not have ${bytes} bytes of memory`);
+  const whole = r.slice(0, reps), step = r.slice(reps);
+  return {
+    step_read_bytes_per_s: median(step),
+    step_read_runs_gb_per_s: step.map((v) => +(v / 1e9).toFixed(2)),
+    step_read_whole_runs_gb_per_s: whole.map((v) => +(v / 1e9).toFixed(2)),
+    step_read_fraction_of_read: median(step.map((v, i) => v / whole[i])),
+  };
+}
+
 /** Weight formats decodeKernelReadBandwidth streams: a float dtype, or main.ts's --dtype int8 / int4. */
 export type DecodeWeightFormat = "float32" | "bfloat16" | "float16" | "int8" | "int4";
 

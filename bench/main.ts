@@ -28,7 +28,9 @@
  * and after the reading right after them what the dtype's decode GEMV kernels stream alone
  * (decodeKernelReadBandwidth: one call over 1 GiB, and the same bytes in calls of the model's mean
  * decoder-layer Linear size; each also as a fraction of the bandwidth behind the limit: a rough
- * reference for the decode fraction, since the readings move within seconds);
+ * reference for the decode fraction, since the readings move within seconds), and a plain read
+ * in the step's own GEMV call sizes beside whole reads (stepReadBandwidth: decode_step_read_*; its
+ * fraction of the whole read is the most a step of those calls could reach with no compute);
  * batch-1 decode
  * figures are medians of 3 runs, each after one unmeasured run of the same length (eager since
  * session 10; compiled: its compiling call). `--llamacpp DIR` (a folder with
@@ -90,8 +92,8 @@ const values = parseFlags();
 // An explicit --threads wins over TSORCH_NUM_THREADS; the pool reads it when the addon loads.
 if (values.threads !== undefined) process.env.TSORCH_NUM_THREADS = values.threads;
 const tsorch = await import("../src/index.js");
-const { Linear } = await import("../src/nn/layers.js");
-const { decodeKernelReadBandwidth, hostInfo, median, readBandwidth } = await import("./host.js");
+const { decodeStepCallBytes, linearWeightBytes, namedLinears } = await import("./decode_step.js");
+const { decodeKernelReadBandwidth, hostInfo, median, readBandwidth, stepReadBandwidth } = await import("./host.js");
 const { llamaCppPeer } = await import("./llamacpp.js");
 const { AutoModelForCausalLM } = await import("../src/transformers/index.js");
 const { native } = await import("../src/devices/cpu/native.js");
@@ -122,14 +124,6 @@ async function kernels(device: string) {
     gemm_1024_gflops_bf16: await gemm(rand([1024, 1024], "bfloat16")),
     gemv_4096x1024_bf16_gb_per_s: (4096 * 1024 * 2) / gemv / 1e9,
   };
-}
-
-const ITEM_BYTES: Record<string, number> = { float32: 4, int32: 4, bfloat16: 2, float16: 2 };
-
-/** Bytes of one Linear's weight a decode step reads (quantized codes and scales, or the float weight). */
-function linearWeightBytes(m: InstanceType<typeof Linear>): number {
-  const ts = m.quantized ? [m.quantized.q, m.quantized.scales] : [m.weight.value];
-  return ts.reduce((bytes, t) => bytes + t.numel * ITEM_BYTES[t.dtype], 0);
 }
 
 async function modelBench(dir: string, device: string, dtype = "auto") {
@@ -185,7 +179,8 @@ async function modelBench(dir: string, device: string, dtype = "auto") {
   // a step between them, in calls of the model's mean decoder-layer Linear size (after the runs:
   // it maps and reads 1 GiB). Not for weights in a Hub quantization format (their own kernels).
   const bandwidth = device === "cpu" ? readBandwidth() : null;
-  const linears = [...model.namedModules()].map(([, m]) => m).filter((m): m is InstanceType<typeof Linear> => m instanceof Linear);
+  const named = namedLinears(model);
+  const linears = named.map(([, m]) => m);
   // Bytes of each Linear's weight; together, what one decode step reads.
   const linearBytes = linears.map(linearWeightBytes);
   let kernelRead = null;
@@ -195,6 +190,9 @@ async function modelBench(dir: string, device: string, dtype = "auto") {
     const callBytes = layerBytes.reduce((a, b) => a + b, 0) / Math.max(1, layerBytes.length);
     kernelRead = decodeKernelReadBandwidth((dtype === "auto" ? model.dtype : dtype) as DecodeWeightFormat, callBytes);
   }
+  // The plain read in this step's own call sizes: the most a step of these calls could stream.
+  const stepCalls = decodeStepCallBytes(named);
+  const stepRead = device === "cpu" ? stepReadBandwidth(stepCalls) : null;
   return {
     prefill_tokens_per_s: prefill,
     prefill_logits_to_keep_1_tokens_per_s: median(prefillsLast),
@@ -214,6 +212,13 @@ async function modelBench(dir: string, device: string, dtype = "auto") {
     read_bandwidth_before_decode_bytes_per_s: before?.read_bandwidth_bytes_per_s,
     read_bandwidth_before_decode_runs_gb_per_s: before?.read_bandwidth_runs_gb_per_s,
     ...kernelRead,
+    ...(stepRead && {
+      decode_step_calls: stepCalls.length,
+      decode_step_read_bytes_per_s: stepRead.step_read_bytes_per_s,
+      decode_step_read_runs_gb_per_s: stepRead.step_read_runs_gb_per_s,
+      decode_step_read_whole_runs_gb_per_s: stepRead.step_read_whole_runs_gb_per_s,
+      decode_step_read_fraction_of_read: stepRead.step_read_fraction_of_read,
+    }),
   };
 }
 

@@ -152,6 +152,14 @@ test("readBandwidth (bench/host.ts): one rate a read; under one 2 KB piece throw
   assert.throws(() => nat.readBandwidth(2047, 1), /bytes/);
 });
 
+test("readBandwidthInCalls (bench/host.ts): whole-read rates, then rates of passes in the given calls; an empty list or a size under 1 throws", () => {
+  const r = nat.readBandwidthInCalls(1024 * 1024, 3, [300 * 1024, 100, 2 * 1024 * 1024]);
+  assert.equal(r.length, 6);
+  for (const v of r) assert.ok(Number.isFinite(v) && v > 0, `rate ${v}`);
+  assert.throws(() => nat.readBandwidthInCalls(1 << 20, 1, []), /callBytes must hold 1 to 100000 sizes, got 0/);
+  assert.throws(() => nat.readBandwidthInCalls(1 << 20, 1, [4096, 0]), /callBytes/);
+});
+
 test("decodeReadBandwidth (bench/host.ts): rates of one call and of calls of a set size, then a call's bytes; bad bits throw", () => {
   // 2 MiB of weight in calls of ~256 KiB, K = 1024: rows of 640 bytes (int4), 1152 (int8), 2048 (bfloat16).
   for (const [dtype, bits, row] of [[F32, 4, 640], [F32, 8, 1152], [BF16, 0, 2048]]) {

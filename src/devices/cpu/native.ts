@@ -81,6 +81,14 @@ export interface NativeCpu {
    * (allocateHuge's 2 MB pages where the platform has them). */
   readBandwidth(bytes: number, reps: number): number[];
   /**
+   * readBandwidth's whole reads alternating with passes that read the buffer's start in
+   * consecutive calls of `callBytes` each (whole 2 KB pieces, at least one a call; every call over
+   * the thread pool, as one decode GEMV call is): `reps` whole-read rates, then `reps` pass rates
+   * (bytes/s; empty if the memory cannot be had). The buffer is at least `bytes` and at least the
+   * calls' sum. For benchmarks (bench/host.ts). Throws RangeError for an empty list or a size < 1.
+   */
+  readBandwidthInCalls(bytes: number, reps: number, callBytes: number[]): number[];
+  /**
    * Bytes/s of the batch-1 decode GEMV kernels with one activation row, K = 1024: `linear` over a
    * float weight of `wDtype` (bits 0) or `linearQuantized` at bits 8 / 4, over about `bytes` of
    * weight in memory like readBandwidth's (mapped and released within the call): `reps` single

@@ -91,6 +91,19 @@ napi_value ReadBandwidth(napi_env env, napi_callback_info info) {
   return number_array(env, read_bandwidth(bytes, static_cast<int>(reps)));
 }
 
+// readBandwidthInCalls(bytes, reps, callBytes): read_bandwidth with a list of call sizes: `reps`
+// whole reads, then `reps` passes of the calls (membw.cc; for benchmarks).
+napi_value ReadBandwidthInCalls(napi_env env, napi_callback_info info) {
+  Args args(env, info, "readBandwidthInCalls", 3);
+  const int64_t bytes = args.integer(0, "bytes", 2048);
+  const int64_t reps = args.integer(1, "reps", 1, 1000);
+  const std::vector<int64_t> calls = args.ints(2, "callBytes", -1, 1);
+  if (args.failed()) return nullptr;
+  if (!args.check(!calls.empty() && calls.size() <= 100000, false, "callBytes must hold 1 to 100000 sizes, got %zu", calls.size()))
+    return nullptr;
+  return number_array(env, read_bandwidth(bytes, static_cast<int>(reps), calls));
+}
+
 // muteStderr(): point fd 2 at /dev/null; returns a duplicate of the old fd 2 for restoreStderr,
 // or -1 where that is not possible (then nothing changed).
 napi_value MuteStderr(napi_env env, napi_callback_info info) {
@@ -944,6 +957,7 @@ NAPI_MODULE_INIT() {
       {"cpuFeatures", nullptr, CpuFeatures, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
       {"readBandwidth", nullptr, ReadBandwidth, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
       {"decodeReadBandwidth", nullptr, DecodeReadBandwidth, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
+      {"readBandwidthInCalls", nullptr, ReadBandwidthInCalls, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
       {"allocateHuge", nullptr, AllocateHuge, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
       {"muteStderr", nullptr, MuteStderr, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
       {"restoreStderr", nullptr, RestoreStderr, nullptr, nullptr, nullptr, napi_enumerable, nullptr},

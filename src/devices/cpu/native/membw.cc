@@ -10,6 +10,9 @@
 // The buffer is memory of the kind the weights live in (huge_pages.h: 2 MB pages where the platform
 // gives them): on that host two threads read 52-53 GB/s from 4 KB pages and 68-70 from 2 MB pages,
 // so a read of ordinary heap memory understated the bandwidth the decode GEMVs can get by ~25%.
+// With a list of call sizes, read_bandwidth also reads the buffer in consecutive calls of those
+// sizes (a decode step's GEMV calls, in order), each over the pool as one GEMV call is, alternating
+// with the whole read: what a zero-compute step of that shape can stream, beside the plain read.
 // decode_read_bandwidth streams memory of the same kind through the decode GEMV kernels themselves
 // (ops.h), so that the bench can set what they read beside the plain read.
 #include <algorithm>
@@ -51,12 +54,20 @@ double now_seconds() {
 }
 }  // namespace
 
-std::vector<double> read_bandwidth(int64_t bytes, int reps) {
+std::vector<double> read_bandwidth(int64_t bytes, int reps, const std::vector<int64_t>& calls) {
   // Whole pieces of 2 KB (kPieceWords), read split as the decode GEMVs split their weights
   // (parallel_ranges: with two static halves and the prefetch the same threads read 57-58 GB/s,
   // a thread that finished early idling; with that split and no prefetch 50-51; with both 67-69).
   constexpr int64_t kPieceWords = 256;
-  const int64_t words = bytes / (kPieceWords * 8) * kPieceWords;
+  int64_t words = bytes / (kPieceWords * 8) * kPieceWords;
+  // Each call's pieces (at least one); the calls read the buffer from its start, one after another.
+  std::vector<int64_t> call_pieces;
+  int64_t call_words = 0;
+  for (int64_t c : calls) {
+    call_pieces.push_back(std::max<int64_t>(1, c / (kPieceWords * 8)));
+    call_words += call_pieces.back() * kPieceWords;
+  }
+  words = std::max(words, call_words);
   const HugeMapping huge = map_huge(static_cast<size_t>(words) * 8);
   uint64_t* buf = huge.base ? static_cast<uint64_t*>(huge.base)
                             : static_cast<uint64_t*>(std::aligned_alloc(64, static_cast<size_t>(words) * 8));
@@ -67,25 +78,35 @@ std::vector<double> read_bandwidth(int64_t bytes, int reps) {
   pool.parallel_for(tasks, [&](int64_t t) {
     std::memset(buf + words * t / tasks, 1, static_cast<size_t>(words * (t + 1) / tasks - words * t / tasks) * 8);
   });
-  std::vector<double> out;
   volatile uint64_t sink = 0;
-  const auto read_all = [&] {
-    parallel_ranges(words / kPieceWords, 1e9, [&](int64_t c0, int64_t c1) {
-      sink = sink + sum_words(buf + c0 * kPieceWords, (c1 - c0) * kPieceWords);
+  const auto read = [&](const uint64_t* p, int64_t pieces) {
+    parallel_ranges(pieces, 1e9, [&](int64_t c0, int64_t c1) {
+      sink = sink + sum_words(p + c0 * kPieceWords, (c1 - c0) * kPieceWords);
     });
+  };
+  const auto read_all = [&] { read(buf, words / kPieceWords); };
+  const auto read_calls = [&] {
+    const uint64_t* p = buf;
+    for (int64_t pieces : call_pieces) read(p, pieces), p += pieces * kPieceWords;
+  };
+  const auto rate = [](int64_t bytes_read, auto&& f) {
+    const double t0 = now_seconds();
+    f();
+    return static_cast<double>(bytes_read) / (now_seconds() - t0);
   };
   // One untimed read first: in a process holding a model, the first read of the fresh buffer ran
   // at 6-11 GB/s and the next ones at 48-64 (the paravirtualized VM measured, where mapping work
   // is done by the host), an outlier of the mapping, not of the memory.
   read_all();
+  std::vector<double> whole, in_calls;
   for (int r = 0; r < reps; ++r) {
-    const double t0 = now_seconds();
-    read_all();
-    out.push_back(static_cast<double>(words * 8) / (now_seconds() - t0));
+    whole.push_back(rate(words * 8, read_all));
+    if (!calls.empty()) in_calls.push_back(rate(call_words * 8, read_calls));
   }
   if (huge.base) unmap_huge(huge);
   else std::free(buf);
-  return out;
+  whole.insert(whole.end(), in_calls.begin(), in_calls.end());
+  return whole;
 }
 
 std::vector<double> decode_read_bandwidth(int w_dtype, int bits, int64_t call_bytes, int64_t bytes, int reps) {

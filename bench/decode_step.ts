@@ -1,0 +1,45 @@
+/**
+ * What a batch-1 decode step reads: each Linear's weight bytes, and the step's GEMV calls in order
+ * as a compiled step makes them (for the bench's bandwidth limit and its step-read probe).
+ */
+import { Linear } from "../src/nn/layers.js";
+import type { Module } from "../src/nn/module.js";
+import { itemsize } from "../src/tensor/dtype.js";
+
+/** Bytes of one Linear's weight a decode step reads (quantized codes and scales, or the float weight). */
+export function linearWeightBytes(m: Linear): number {
+  const ts = m.quantized ? [m.quantized.q, m.quantized.scales] : [m.weight.value];
+  return ts.reduce((bytes, t) => bytes + t.numel * itemsize(t.dtype), 0);
+}
+
+// Linears of one layer that a compiled decode step runs as one call (the compile pass groups the
+// linears that read one input: src/compile/passes/linear_group.ts): q/k/v and gate/up, by the
+// Hugging Face names of the Llama-family layers the bench models have.
+const GROUPED_LINEARS = [["q_proj", "k_proj", "v_proj"], ["gate_proj", "up_proj"]];
+
+/**
+ * The model's Linears with their module paths, in module order (a decoder layer's q, k, v, o,
+ * gate, up, down, ..., then the LM head).
+ */
+export function namedLinears(model: Module): [string, Linear][] {
+  return [...model.namedModules()].filter((e): e is [string, Linear] => e[1] instanceof Linear);
+}
+
+/**
+ * The weight bytes of each GEMV call of a compiled batch-1 decode step, in order: the Linears in
+ * module order, consecutive ones of one GROUPED_LINEARS set under one parent module summed (one
+ * call), every other Linear a call of its own.
+ */
+export function decodeStepCallBytes(linears: [string, Linear][]): number[] {
+  const calls: number[] = [];
+  let lastKey = "";
+  for (const [name, m] of linears) {
+    const dot = name.lastIndexOf("."), parent = name.slice(0, dot), leaf = name.slice(dot + 1);
+    const group = GROUPED_LINEARS.findIndex((g) => g.includes(leaf));
+    const key = group >= 0 ? `${parent}#${group}` : "";
+    if (key && key === lastKey) calls[calls.length - 1] += linearWeightBytes(m);
+    else calls.push(linearWeightBytes(m));
+    lastKey = key;
+  }
+  return calls;
+}
