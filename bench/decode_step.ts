@@ -12,9 +12,10 @@ export function linearWeightBytes(m: Linear): number {
   return ts.reduce((bytes, t) => bytes + t.numel * itemsize(t.dtype), 0);
 }
 
-// Linears of one layer that a compiled decode step runs as one call (the compile pass groups the
-// linears that read one input: src/compile/passes/linear_group.ts): q/k/v and gate/up, by the
-// Hugging Face names of the Llama-family layers the bench models have.
+// Linears of one layer that a compiled decode step runs as one call (the compile pass groups
+// adjacent linears that read one input, have no bias and one weight kind, at most three:
+// src/compile/passes/linear_group.ts): q/k/v and gate/up, by the Hugging Face names of the
+// Llama-family layers the bench models have.
 const GROUPED_LINEARS = [["q_proj", "k_proj", "v_proj"], ["gate_proj", "up_proj"]];
 
 /**
@@ -26,17 +27,22 @@ export function namedLinears(model: Module): [string, Linear][] {
 }
 
 /**
- * The weight bytes of each GEMV call of a compiled batch-1 decode step, in order: the Linears in
- * module order, consecutive ones of one GROUPED_LINEARS set under one parent module summed (one
- * call), every other Linear a call of its own.
+ * The weight bytes of each GEMV call of a compiled batch-1 decode step of a dense model, in order:
+ * the Linears in module order, consecutive ones of one GROUPED_LINEARS set under one parent module
+ * summed where the compile pass would group them (no bias, the same weight kind: float dtype or
+ * quantized bits), every other Linear a call of its own. Null where a step's calls are not its
+ * Linears one by one: Hub-format weights (their own kernels) or MoE experts (a step reads only
+ * the routed ones, in one call).
  */
-export function decodeStepCallBytes(linears: [string, Linear][]): number[] {
+export function decodeStepCallBytes(linears: [string, Linear][]): number[] | null {
+  if (linears.some(([name, m]) => m.hub || /(^|\.)experts\./.test(name))) return null;
   const calls: number[] = [];
   let lastKey = "";
   for (const [name, m] of linears) {
     const dot = name.lastIndexOf("."), parent = name.slice(0, dot), leaf = name.slice(dot + 1);
     const group = GROUPED_LINEARS.findIndex((g) => g.includes(leaf));
-    const key = group >= 0 ? `${parent}#${group}` : "";
+    const kind = m.quantized ? `q${m.quantized.bits}` : m.weight.value.dtype;
+    const key = group >= 0 && m.bias === null ? `${parent}#${group}#${kind}` : "";
     if (key && key === lastKey) calls[calls.length - 1] += linearWeightBytes(m);
     else calls.push(linearWeightBytes(m));
     lastKey = key;

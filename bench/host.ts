@@ -38,12 +38,13 @@ export function readBandwidth(bytes = 2 ** 30, reps = 5) {
 
 /**
  * The plain read in a decode step's own call sizes (native readBandwidthInCalls): `reps` passes
- * that read `callBytes` (the step's GEMV calls, in order) one call after another, each alternating
- * with a whole read of `bytes` (at least the calls' sum), so that each pass has a reading beside
- * it. What a step of those calls could stream with no compute, no norms or attention and no
- * JavaScript between them: each call starts two new streams and ends at a join, which one long
- * read does not. `step_read_fraction_of_read` is the median of the passes' rates over the whole
- * read beside each (the host's bandwidth drifts within minutes). Throws if the memory cannot be had.
+ * that read `callBytes` (the step's GEMV calls, in order) one call after another, each right after
+ * a whole read of `bytes` (or of the largest call, if more; the calls wrap around the buffer), so
+ * that each pass has a reading beside it. About what a step of those calls could stream with no
+ * compute, no norms or attention and no JavaScript between them: each call starts a new stream on
+ * each thread and ends at a join, which one long read does not. `step_read_fraction_of_read` is
+ * the median of the passes' rates over the whole read before each (the host's bandwidth drifts
+ * within minutes). Rates in bytes/s. Throws if the memory cannot be had.
  */
 export function stepReadBandwidth(callBytes: number[], bytes = 2 ** 30, reps = 5) {
   const r = native().readBandwidthInCalls(Math.round(bytes), reps, callBytes.map((b) => Math.max(1, Math.round(b))));

@@ -192,7 +192,7 @@ async function modelBench(dir: string, device: string, dtype = "auto") {
   }
   // The plain read in this step's own call sizes: the most a step of these calls could stream.
   const stepCalls = decodeStepCallBytes(named);
-  const stepRead = device === "cpu" ? stepReadBandwidth(stepCalls) : null;
+  const stepRead = device === "cpu" && stepCalls ? stepReadBandwidth(stepCalls) : null;
   return {
     prefill_tokens_per_s: prefill,
     prefill_logits_to_keep_1_tokens_per_s: median(prefillsLast),
@@ -212,7 +212,7 @@ async function modelBench(dir: string, device: string, dtype = "auto") {
     read_bandwidth_before_decode_bytes_per_s: before?.read_bandwidth_bytes_per_s,
     read_bandwidth_before_decode_runs_gb_per_s: before?.read_bandwidth_runs_gb_per_s,
     ...kernelRead,
-    ...(stepRead && {
+    ...(stepRead && stepCalls && {
       decode_step_calls: stepCalls.length,
       decode_step_read_bytes_per_s: stepRead.step_read_bytes_per_s,
       decode_step_read_runs_gb_per_s: stepRead.step_read_runs_gb_per_s,

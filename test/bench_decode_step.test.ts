@@ -6,19 +6,35 @@ import { decodeStepCallBytes, namedLinears } from "../bench/decode_step.js";
 import { AutoModelForCausalLM } from "../src/transformers/index.js";
 import { missing, readJson, TINY } from "./helpers/shared.js";
 
-const QWEN3 = path.join(TINY, "qwen3");
+/** A tiny fixture's [out, in] weight sizes (elements) from its config.json. */
+function dims(name: string) {
+  const c = readJson(path.join(TINY, name, "config.json"));
+  const H = c.hidden_size, hd = c.head_dim ?? H / c.num_attention_heads;
+  return { c, H, q: c.num_attention_heads * hd, kv: c.num_key_value_heads * hd, I: c.intermediate_size };
+}
 
 test("decodeStepCallBytes: per layer q/k/v as one call, o, gate/up as one call, down; then the LM head (float32 and int4 weights)", async (t) => {
-  const skip = missing(QWEN3);
+  const skip = missing(path.join(TINY, "qwen3"));
   if (skip) return t.skip(skip);
-  // The step's [out, in] weights from config.json (Qwen3: q_proj [heads * head_dim, hidden], ...).
-  const c = readJson(path.join(QWEN3, "config.json"));
-  const H = c.hidden_size, q = c.num_attention_heads * c.head_dim, kv = c.num_key_value_heads * c.head_dim, I = c.intermediate_size;
+  const { c, H, q, kv, I } = dims("qwen3");
   const layer = [(q + 2 * kv) * H, H * q, 2 * I * H, H * I];
   const weights = [...Array.from({ length: c.num_hidden_layers }, () => layer).flat(), c.vocab_size * H];
   // float32: 4 bytes a weight; int4: a half-byte code and a float32 scale per 32 weights.
   for (const [dtype, perWeight] of [["float32", 4], ["int4", 0.5 + 4 / 32]] as const) {
-    const model = await AutoModelForCausalLM.fromPretrained(QWEN3, { dtype });
+    const model = await AutoModelForCausalLM.fromPretrained(path.join(TINY, "qwen3"), { dtype });
     assert.deepEqual(decodeStepCallBytes(namedLinears(model)), weights.map((n) => n * perWeight), dtype);
   }
+});
+
+test("decodeStepCallBytes: linears with a bias are calls of their own (Qwen2's q/k/v); MoE experts give no step list", async (t) => {
+  const skip = missing(path.join(TINY, "qwen2")) ?? missing(path.join(TINY, "qwen3_moe"));
+  if (skip) return t.skip(skip);
+  // Qwen2's q/k/v carry biases (transformers' Qwen2Attention), which the compile pass does not group.
+  const { c, H, q, kv, I } = dims("qwen2");
+  const layer = [q * H, kv * H, kv * H, H * q, 2 * I * H, H * I];
+  const weights = [...Array.from({ length: c.num_hidden_layers }, () => layer).flat(), c.vocab_size * H];
+  const qwen2 = await AutoModelForCausalLM.fromPretrained(path.join(TINY, "qwen2"), { dtype: "float32" });
+  assert.deepEqual(decodeStepCallBytes(namedLinears(qwen2)), weights.map((n) => n * 4));
+  const moe = await AutoModelForCausalLM.fromPretrained(path.join(TINY, "qwen3_moe"), { dtype: "float32" });
+  assert.equal(decodeStepCallBytes(namedLinears(moe)), null);
 });

@@ -156,8 +156,14 @@ test("readBandwidthInCalls (bench/host.ts): whole-read rates, then rates of pass
   const r = nat.readBandwidthInCalls(1024 * 1024, 3, [300 * 1024, 100, 2 * 1024 * 1024]);
   assert.equal(r.length, 6);
   for (const v of r) assert.ok(Number.isFinite(v) && v > 0, `rate ${v}`);
-  assert.throws(() => nat.readBandwidthInCalls(1 << 20, 1, []), /callBytes must hold 1 to 100000 sizes, got 0/);
+  assert.throws(() => nat.readBandwidthInCalls(1 << 20, 1, []), /'callBytes' must hold 1 to 100000 sizes, got 0/);
   assert.throws(() => nat.readBandwidthInCalls(1 << 20, 1, [4096, 0]), /callBytes/);
+  // Sizes whose sum would overflow (or not fit the pool's piece count) are refused, not read.
+  assert.throws(() => nat.readBandwidthInCalls(2048, 1, new Array(2048).fill(2 ** 53)), /'callBytes' must sum to at most 1099511627776 bytes/);
+  // Calls adding up to more than the buffer wrap around it: a 1 MiB buffer read in 3 x 768 KiB.
+  const w = nat.readBandwidthInCalls(1024 * 1024, 2, [768 * 1024, 768 * 1024, 768 * 1024]);
+  assert.equal(w.length, 4);
+  for (const v of w) assert.ok(Number.isFinite(v) && v > 0, `rate ${v}`);
 });
 
 test("decodeReadBandwidth (bench/host.ts): rates of one call and of calls of a set size, then a call's bytes; bad bits throw", () => {

@@ -81,11 +81,14 @@ export interface NativeCpu {
    * (allocateHuge's 2 MB pages where the platform has them). */
   readBandwidth(bytes: number, reps: number): number[];
   /**
-   * readBandwidth's whole reads alternating with passes that read the buffer's start in
-   * consecutive calls of `callBytes` each (whole 2 KB pieces, at least one a call; every call over
-   * the thread pool, as one decode GEMV call is): `reps` whole-read rates, then `reps` pass rates
-   * (bytes/s; empty if the memory cannot be had). The buffer is at least `bytes` and at least the
-   * calls' sum. For benchmarks (bench/host.ts). Throws RangeError for an empty list or a size < 1.
+   * readBandwidth's whole reads, each followed by a pass that reads the buffer in consecutive calls
+   * of `callBytes` each (rounded down to whole 2 KB pieces, at least one a call; every call over
+   * the thread pool, as one decode GEMV call is; a call that would run past the buffer's end starts
+   * over at its start): `reps` whole-read rates, then `reps` pass rates (bytes/s; empty if the
+   * memory cannot be had). The buffer is `bytes` or the largest call, whichever is more. For
+   * benchmarks (bench/host.ts). Throws TypeError when callBytes is not an array of integers,
+   * RangeError for bytes < 2048, reps outside 1-1000, an empty list or one of over 100000 sizes, a
+   * size < 1 or sizes summing to over 2^40.
    */
   readBandwidthInCalls(bytes: number, reps: number, callBytes: number[]): number[];
   /**

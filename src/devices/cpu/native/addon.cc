@@ -91,15 +91,24 @@ napi_value ReadBandwidth(napi_env env, napi_callback_info info) {
   return number_array(env, read_bandwidth(bytes, static_cast<int>(reps)));
 }
 
-// readBandwidthInCalls(bytes, reps, callBytes): read_bandwidth with a list of call sizes: `reps`
-// whole reads, then `reps` passes of the calls (membw.cc; for benchmarks).
+// readBandwidthInCalls(bytes, reps, callBytes): read_bandwidth with a list of call sizes; returns
+// the `reps` whole-read rates, then the `reps` pass rates (each pass made right after a whole
+// read; membw.cc; for benchmarks).
 napi_value ReadBandwidthInCalls(napi_env env, napi_callback_info info) {
   Args args(env, info, "readBandwidthInCalls", 3);
   const int64_t bytes = args.integer(0, "bytes", 2048);
   const int64_t reps = args.integer(1, "reps", 1, 1000);
   const std::vector<int64_t> calls = args.ints(2, "callBytes", -1, 1);
   if (args.failed()) return nullptr;
-  if (!args.check(!calls.empty() && calls.size() <= 100000, false, "callBytes must hold 1 to 100000 sizes, got %zu", calls.size()))
+  if (!args.check(!calls.empty() && calls.size() <= 100000, false, "argument 'callBytes' must hold 1 to 100000 sizes, got %zu",
+                  calls.size()))
+    return nullptr;
+  // Bounded so that no size sum overflows and every call's 2 KB pieces fit parallel_ranges.
+  constexpr int64_t kMaxTotal = int64_t{1} << 40;
+  int64_t total = 0;
+  for (int64_t c : calls) total += c < kMaxTotal ? c : kMaxTotal;
+  if (!args.check(total <= kMaxTotal, false, "argument 'callBytes' must sum to at most %lld bytes",
+                  static_cast<long long>(kMaxTotal)))
     return nullptr;
   return number_array(env, read_bandwidth(bytes, static_cast<int>(reps), calls));
 }

@@ -12,7 +12,8 @@
 // so a read of ordinary heap memory understated the bandwidth the decode GEMVs can get by ~25%.
 // With a list of call sizes, read_bandwidth also reads the buffer in consecutive calls of those
 // sizes (a decode step's GEMV calls, in order), each over the pool as one GEMV call is, alternating
-// with the whole read: what a zero-compute step of that shape can stream, beside the plain read.
+// with the whole read: about what a zero-compute step of those calls can stream, beside the plain
+// read.
 // decode_read_bandwidth streams memory of the same kind through the decode GEMV kernels themselves
 // (ops.h), so that the bench can set what they read beside the plain read.
 #include <algorithm>
@@ -60,14 +61,17 @@ std::vector<double> read_bandwidth(int64_t bytes, int reps, const std::vector<in
   // a thread that finished early idling; with that split and no prefetch 50-51; with both 67-69).
   constexpr int64_t kPieceWords = 256;
   int64_t words = bytes / (kPieceWords * 8) * kPieceWords;
-  // Each call's pieces (at least one); the calls read the buffer from its start, one after another.
+  // Each call's pieces (at least one). The calls read the buffer one after another from its start,
+  // and from the start again where the next call would run past its end (the buffer holds the
+  // largest call, not their sum: a step's calls add up to its weights' size).
   std::vector<int64_t> call_pieces;
-  int64_t call_words = 0;
+  int64_t call_words = 0, largest = 0;
   for (int64_t c : calls) {
     call_pieces.push_back(std::max<int64_t>(1, c / (kPieceWords * 8)));
     call_words += call_pieces.back() * kPieceWords;
+    largest = std::max(largest, call_pieces.back() * kPieceWords);
   }
-  words = std::max(words, call_words);
+  words = std::max(words, largest);
   const HugeMapping huge = map_huge(static_cast<size_t>(words) * 8);
   uint64_t* buf = huge.base ? static_cast<uint64_t*>(huge.base)
                             : static_cast<uint64_t*>(std::aligned_alloc(64, static_cast<size_t>(words) * 8));
@@ -86,8 +90,12 @@ std::vector<double> read_bandwidth(int64_t bytes, int reps, const std::vector<in
   };
   const auto read_all = [&] { read(buf, words / kPieceWords); };
   const auto read_calls = [&] {
-    const uint64_t* p = buf;
-    for (int64_t pieces : call_pieces) read(p, pieces), p += pieces * kPieceWords;
+    int64_t at = 0;
+    for (int64_t pieces : call_pieces) {
+      if (at + pieces * kPieceWords > words) at = 0;
+      read(buf + at, pieces);
+      at += pieces * kPieceWords;
+    }
   };
   const auto rate = [](int64_t bytes_read, auto&& f) {
     const double t0 = now_seconds();

@@ -198,9 +198,10 @@ void sort(const float* x, float* values, int64_t* indices, int64_t rows, int64_t
 void topk(const float* x, float* values, int64_t* indices, int64_t rows, int64_t n, int64_t k);
 
 // Bytes per second of `reps` streaming reads of a buffer of `bytes` over the thread pool; with
-// `calls`, then the rates of `reps` passes reading the buffer's start in consecutive calls of those
-// sizes (whole 2 KB pieces, at least one a call; the buffer grows to hold them), alternating with
-// the whole reads (membw.cc; empty if the memory cannot be had).
+// `calls`, then the rates of `reps` passes reading the buffer in consecutive calls of those sizes
+// (rounded down to whole 2 KB pieces, at least one a call; the buffer grows to hold the largest,
+// and a call that would run past its end starts over at its start), each pass made right after a
+// whole read (membw.cc; empty if the memory cannot be had).
 std::vector<double> read_bandwidth(int64_t bytes, int reps, const std::vector<int64_t>& calls = {});
 // Bytes/s of the batch-1 decode GEMV kernels (linear for a float weight of w_dtype when bits is 0,
 // else linear_quantized at bits 8 / 4) with one activation row, K = 1024, over a weight of about
