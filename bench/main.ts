@@ -30,7 +30,7 @@
  * decoder-layer Linear size; each also as a fraction of the bandwidth behind the limit: a rough
  * reference for the decode fraction, since the readings move within seconds), and a plain read
  * in the step's own GEMV call sizes beside whole reads (stepReadBandwidth: decode_step_read_*; its
- * fraction of the whole read is the most a step of those calls could reach with no compute);
+ * fraction of the whole read is about the most a step of those calls could reach with no compute);
  * batch-1 decode
  * figures are medians of 3 runs, each after one unmeasured run of the same length (eager since
  * session 10; compiled: its compiling call). `--llamacpp DIR` (a folder with
@@ -190,7 +190,8 @@ async function modelBench(dir: string, device: string, dtype = "auto") {
     const callBytes = layerBytes.reduce((a, b) => a + b, 0) / Math.max(1, layerBytes.length);
     kernelRead = decodeKernelReadBandwidth((dtype === "auto" ? model.dtype : dtype) as DecodeWeightFormat, callBytes);
   }
-  // The plain read in this step's own call sizes: the most a step of these calls could stream.
+  // The plain read in this step's own call sizes: about the most a step of these calls could
+  // stream (dense models only: decodeStepCallBytes is null for Hub and MoE weights).
   const stepCalls = decodeStepCallBytes(named);
   const stepRead = device === "cpu" && stepCalls ? stepReadBandwidth(stepCalls) : null;
   return {
