@@ -12,6 +12,39 @@ export function linearWeightBytes(m: Linear): number {
   return ts.reduce((bytes, t) => bytes + t.numel * itemsize(t.dtype), 0);
 }
 
+/** A Linear of a MoE block's routed experts (`...experts.<e>.<proj>`; shared experts are not). */
+const EXPERT = /^(.*(?:^|\.)experts)\.(\d+)\./;
+
+/**
+ * The weight bytes one batch-1 decode token reads: every Linear's, except that a MoE block's
+ * routed experts count k / E of their bytes (k = config num_experts_per_tok, E the block's
+ * experts: a token reads its k routed experts). Null where that is not known: a MoE model without
+ * num_experts_per_tok, or MoE blocks whose experts are no Linears (gpt-oss's packed MXFP4).
+ */
+export function decodeWeightBytesPerToken(model: Module & { config?: Record<string, unknown> }, linears: [string, Linear][]): number | null {
+  const blocks = new Map<string, { bytes: number; experts: Set<string> }>();
+  let bytes = 0;
+  for (const [name, m] of linears) {
+    const e = EXPERT.exec(name);
+    if (!e) {
+      bytes += linearWeightBytes(m);
+      continue;
+    }
+    const b = blocks.get(e[1]) ?? { bytes: 0, experts: new Set<string>() };
+    b.bytes += linearWeightBytes(m);
+    b.experts.add(e[2]);
+    blocks.set(e[1], b);
+  }
+  const moeModules = [...model.namedModules()].filter(([, m]) => typeof (m as { kernelMoe?: unknown }).kernelMoe === "function");
+  if (moeModules.some(([path]) => ![...blocks.keys()].some((b) => b.startsWith(`${path}.`)))) return null;
+  if (blocks.size === 0) return bytes;
+  const config = model.config ?? {};
+  const k = (config.num_experts_per_tok ?? (config.text_config as Record<string, unknown> | undefined)?.num_experts_per_tok) as number | undefined;
+  if (typeof k !== "number" || !(k > 0)) return null;
+  for (const b of blocks.values()) bytes += (b.bytes * Math.min(k, b.experts.size)) / b.experts.size;
+  return bytes;
+}
+
 // Linears of one layer that a compiled decode step runs as one call (the compile pass groups
 // adjacent linears that read one input, have no bias and one weight kind, at most three:
 // src/compile/passes/linear_group.ts): q/k/v and gate/up, by the Hugging Face names of the
@@ -35,7 +68,7 @@ export function namedLinears(model: Module): [string, Linear][] {
  * the routed ones, in one call).
  */
 export function decodeStepCallBytes(linears: [string, Linear][]): number[] | null {
-  if (linears.some(([name, m]) => m.hub || /(^|\.)experts\./.test(name))) return null;
+  if (linears.some(([name, m]) => m.hub || EXPERT.test(name))) return null;
   const calls: number[] = [];
   let lastKey = "";
   for (const [name, m] of linears) {

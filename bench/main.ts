@@ -92,7 +92,7 @@ const values = parseFlags();
 // An explicit --threads wins over TSORCH_NUM_THREADS; the pool reads it when the addon loads.
 if (values.threads !== undefined) process.env.TSORCH_NUM_THREADS = values.threads;
 const tsorch = await import("../src/index.js");
-const { decodeStepCallBytes, linearWeightBytes, namedLinears } = await import("./decode_step.js");
+const { decodeStepCallBytes, decodeWeightBytesPerToken, linearWeightBytes, namedLinears } = await import("./decode_step.js");
 const { decodeKernelReadBandwidth, hostInfo, median, readBandwidth, stepReadBandwidth } = await import("./host.js");
 const { llamaCppPeer } = await import("./llamacpp.js");
 const { AutoModelForCausalLM } = await import("../src/transformers/index.js");
@@ -206,7 +206,8 @@ async function modelBench(dir: string, device: string, dtype = "auto") {
     load_peak_rss_bytes: loadPeakRss,
     peak_rss_bytes: process.resourceUsage().maxRSS * 1024,
     dtype: dtype === "auto" ? model.dtype : dtype,
-    weight_bytes_per_token: linearBytes.reduce((a, b) => a + b, 0),
+    // A MoE token reads only its routed experts; null (no limit) where that cannot be counted.
+    weight_bytes_per_token: decodeWeightBytesPerToken(model, named) ?? NaN,
     decode_tokens_per_s_batch1_runs: b1.runs,
     decode_tokens_per_s_batch1_compiled_runs: c1.runs,
     ...bandwidth,

@@ -2,7 +2,7 @@
 import assert from "node:assert/strict";
 import * as path from "node:path";
 import { test } from "node:test";
-import { decodeStepCallBytes, namedLinears } from "../bench/decode_step.js";
+import { decodeStepCallBytes, decodeWeightBytesPerToken, namedLinears } from "../bench/decode_step.js";
 import { AutoModelForCausalLM } from "../src/transformers/index.js";
 import { missing, readJson, TINY } from "./helpers/shared.js";
 
@@ -37,4 +37,22 @@ test("decodeStepCallBytes: linears with a bias are calls of their own (Qwen2's q
   assert.deepEqual(decodeStepCallBytes(namedLinears(qwen2)), weights.map((n) => n * 4));
   const moe = await AutoModelForCausalLM.fromPretrained(path.join(TINY, "qwen3_moe"), { dtype: "float32" });
   assert.equal(decodeStepCallBytes(namedLinears(moe)), null);
+});
+
+test("decodeWeightBytesPerToken: a dense model reads every Linear; a MoE token only its k routed experts' share (Qwen3-MoE, Mixtral)", async (t) => {
+  const skip = missing(path.join(TINY, "qwen3")) ?? missing(path.join(TINY, "qwen3_moe")) ?? missing(path.join(TINY, "mixtral"));
+  if (skip) return t.skip(skip);
+  const qwen3 = await AutoModelForCausalLM.fromPretrained(path.join(TINY, "qwen3"), { dtype: "float32" });
+  const all = namedLinears(qwen3);
+  assert.equal(decodeWeightBytesPerToken(qwen3, all), decodeStepCallBytes(all)!.reduce((a, b) => a + b, 0));
+  for (const name of ["qwen3_moe", "mixtral"]) {
+    // Per layer: q, k, v, o, the router [E, H], and E experts of gate/up [I, H] and down [H, I],
+    // of which a token reads k; then the LM head. float32: 4 bytes a weight.
+    const { c, H, q, kv } = dims(name);
+    const E = c.num_local_experts, k = c.num_experts_per_tok, I = c.moe_intermediate_size ?? c.intermediate_size;
+    const layer = 2 * q * H + 2 * kv * H + E * H + (k / E) * E * 3 * I * H;
+    const want = 4 * (c.num_hidden_layers * layer + c.vocab_size * H);
+    const model = await AutoModelForCausalLM.fromPretrained(path.join(TINY, name), { dtype: "float32" });
+    assert.equal(decodeWeightBytesPerToken(model, namedLinears(model)), want, name);
+  }
 });
