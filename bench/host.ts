@@ -89,3 +89,25 @@ export function decodeKernelReadBandwidth(format: DecodeWeightFormat, callBytes 
     decode_kernel_read_calls_bytes_per_s: median(calls), decode_kernel_read_calls_runs_gb_per_s: gb(calls),
   };
 }
+
+/**
+ * How fast the batch-1 decode GEMV kernels of `format` go where memory does not hold them back, in
+ * bytes of weight per second (native decodeComputeRate): every cpu thread calls the kernel (as in
+ * decodeKernelReadBandwidth: one activation row, K = 1024) over its own `bytes` of weight (default
+ * 256 KiB, within each core's L2 cache on the hosts measured), all threads at once; the median of
+ * `reps` rates. Set beside readBandwidth: well above it, the kernels can keep up with memory and a
+ * decode step's shortfall lies elsewhere; near it, their compute is what holds a step back. Throws
+ * if the memory cannot be had.
+ */
+export function decodeKernelComputeRate(format: DecodeWeightFormat, bytes = 256 * 1024, reps = 5) {
+  const bits = format === "int8" ? 8 : format === "int4" ? 4 : 0;
+  const wDtype = bits ? DTYPE_CODE.float32 : DTYPE_CODE[format as "float32" | "bfloat16" | "float16"];
+  const r = native().decodeComputeRate(wDtype, bits, Math.round(bytes), reps);
+  if (r.length !== reps + 1) throw new Error(`decodeKernelComputeRate: could not have ${bytes} bytes of memory`);
+  const runs = r.slice(0, reps);
+  return {
+    decode_kernel_compute_bytes_per_s: median(runs),
+    decode_kernel_compute_runs_gb_per_s: runs.map((v) => +(v / 1e9).toFixed(2)),
+    decode_kernel_compute_thread_bytes: r[reps],
+  };
+}

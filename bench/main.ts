@@ -28,7 +28,9 @@
  * and after the reading right after them what the dtype's decode GEMV kernels stream alone
  * (decodeKernelReadBandwidth: one call over 1 GiB, and the same bytes in calls of the model's mean
  * decoder-layer Linear size; each also as a fraction of the bandwidth behind the limit: a rough
- * reference for the decode fraction, since the readings move within seconds), and a plain read
+ * reference for the decode fraction, since the readings move within seconds) and with their weight
+ * in cache (decodeKernelComputeRate: every thread over its own 256 KiB at once; also as a multiple
+ * of that bandwidth, decode_kernel_compute_over_read), and a plain read
  * in the step's own GEMV call sizes beside whole reads (stepReadBandwidth: decode_step_read_*; its
  * fraction of the whole read is about the most a step of those calls could reach with no compute);
  * batch-1 decode
@@ -93,7 +95,7 @@ const values = parseFlags();
 if (values.threads !== undefined) process.env.TSORCH_NUM_THREADS = values.threads;
 const tsorch = await import("../src/index.js");
 const { decodeStepCallBytes, decodeWeightBytesPerToken, linearWeightBytes, namedLinears } = await import("./decode_step.js");
-const { decodeKernelReadBandwidth, hostInfo, median, readBandwidth, stepReadBandwidth } = await import("./host.js");
+const { decodeKernelComputeRate, decodeKernelReadBandwidth, hostInfo, median, readBandwidth, stepReadBandwidth } = await import("./host.js");
 const { llamaCppPeer } = await import("./llamacpp.js");
 const { AutoModelForCausalLM } = await import("../src/transformers/index.js");
 const { native } = await import("../src/devices/cpu/native.js");
@@ -188,7 +190,8 @@ async function modelBench(dir: string, device: string, dtype = "auto") {
     // Every Linear but the largest (the LM head).
     const layerBytes = [...linearBytes].sort((a, b) => a - b).slice(0, -1);
     const callBytes = layerBytes.reduce((a, b) => a + b, 0) / Math.max(1, layerBytes.length);
-    kernelRead = decodeKernelReadBandwidth((dtype === "auto" ? model.dtype : dtype) as DecodeWeightFormat, callBytes);
+    const format = (dtype === "auto" ? model.dtype : dtype) as DecodeWeightFormat;
+    kernelRead = { ...decodeKernelReadBandwidth(format, callBytes), ...decodeKernelComputeRate(format) };
   }
   // The plain read in this step's own call sizes: about the most a step of these calls could
   // stream (dense models only: decodeStepCallBytes is null for Hub and MoE weights).
@@ -307,6 +310,8 @@ if (values.compile) {
         // The kernels alone against the same bandwidth as the decode fractions.
         decode_kernel_read_one_call_fraction_of_read: (r.decode_kernel_read_one_call_bytes_per_s ?? NaN) / bandwidth,
         decode_kernel_read_calls_fraction_of_read: (r.decode_kernel_read_calls_bytes_per_s ?? NaN) / bandwidth,
+        // The kernels with W in cache, as a multiple of the same bandwidth.
+        decode_kernel_compute_over_read: (r.decode_kernel_compute_bytes_per_s ?? NaN) / bandwidth,
         decode_batch1_fraction_of_limit_run_start_rule: r.decode_tokens_per_s_batch1 / startLimit,
         decode_batch1_compiled_fraction_of_limit_run_start_rule: r.decode_tokens_per_s_batch1_compiled / startLimit,
       };

@@ -178,6 +178,22 @@ test("decodeReadBandwidth (bench/host.ts): rates of one call and of calls of a s
   assert.throws(() => nat.decodeReadBandwidth(I32, 0, 1 << 20, 1 << 20, 1), /wDtype/);
 });
 
+test("decodeComputeRate (bench/host.ts): rates with W in cache, then each thread's whole rows of bytes; bad arguments throw", () => {
+  // 64 KiB per thread, K = 1024: rows of 640 bytes (int4), 1152 (int8), 2048 (bfloat16), 4096 (float32).
+  for (const [dtype, bits, row] of [[F32, 4, 640], [F32, 8, 1152], [BF16, 0, 2048], [F32, 0, 4096]]) {
+    const r = nat.decodeComputeRate(dtype, bits, 64 * 1024, 2);
+    assert.equal(r.length, 3);
+    for (const v of r.slice(0, 2)) assert.ok(Number.isFinite(v) && v > 0, `bits ${bits}: rate ${v}`);
+    assert.equal(r[2], Math.floor((64 * 1024) / row) * row);
+  }
+  // Fewer bytes than a row: one row.
+  assert.equal(nat.decodeComputeRate(F32, 4, 100, 1)[1], 640);
+  assert.throws(() => nat.decodeComputeRate(F32, 3, 1 << 16, 1), /bits must be 0 \(a float weight\), 8 or 4, got 3/);
+  assert.throws(() => nat.decodeComputeRate(I32, 0, 1 << 16, 1), /wDtype/);
+  assert.throws(() => nat.decodeComputeRate(F32, 4, 0, 1), /bytes/);
+  assert.throws(() => nat.decodeComputeRate(F32, 4, 1 << 16, 0), /reps/);
+});
+
 test("direct float GEMVs of 2-8 rows split over the pool round each column the same every call: linearGroup equals linear bit for bit", { skip: gemmTablesSkip }, () => {
   // The direct kernels compute columns in tiles (3 columns on AVX2, 4 elsewhere) counted from where
   // a piece begins, and a tile's columns round differently from single ones: pieces that began

@@ -102,6 +102,16 @@ export interface NativeCpu {
   decodeReadBandwidth(wDtype: number, bits: number, callBytes: number, bytes: number, reps: number): number[];
 
   /**
+   * Bytes/s of the same decode GEMV kernels as decodeReadBandwidth where W stays in cache: each
+   * pool thread calls the kernel over its own weight of about `bytes` (whole rows of K = 1024, at
+   * least one; 1 <= bytes <= 2^30), all threads at once, ~256 MiB of weight per thread and rep:
+   * `reps` rates (all threads' weight bytes / wall time), then the bytes each thread's call reads
+   * (reps + 1 numbers; empty if the memory cannot be had). For benchmarks (bench/host.ts). Throws
+   * TypeError as decodeReadBandwidth does, and for bytes or reps out of range.
+   */
+  decodeComputeRate(wDtype: number, bits: number, bytes: number, reps: number): number[];
+
+  /**
    * Strided copy with dtype conversion: for every index i of `shape`,
    * dst[sum(i*dstStrides)] = convert(src[sum(i*srcStrides)]). Any dtype to any dtype
    * (float -> int truncates toward zero; to bool is x != 0). Used for contiguous(), cast, cat.

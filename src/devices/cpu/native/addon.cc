@@ -81,6 +81,22 @@ napi_value DecodeReadBandwidth(napi_env env, napi_callback_info info) {
                                                  static_cast<int>(reps)));
 }
 
+// decodeComputeRate(wDtype, bits, bytes, reps): decode_compute_rate's numbers (membw.cc; for
+// benchmarks).
+napi_value DecodeComputeRate(napi_env env, napi_callback_info info) {
+  Args args(env, info, "decodeComputeRate", 4);
+  const int w_dtype = args.dtype(0, "wDtype");
+  const int64_t bits = args.integer(1, "bits");
+  const int64_t bytes = args.integer(2, "bytes", 1, int64_t{1} << 30);
+  const int64_t reps = args.integer(3, "reps", 1, 1000);
+  if (args.failed()) return nullptr;
+  if (!args.check(bits == 0 || bits == 8 || bits == 4, true, "bits must be 0 (a float weight), 8 or 4, got %lld",
+                  static_cast<long long>(bits)))
+    return nullptr;
+  if (bits == 0 && !float_dtype(args, w_dtype, "wDtype")) return nullptr;
+  return number_array(env, decode_compute_rate(w_dtype, static_cast<int>(bits), bytes, static_cast<int>(reps)));
+}
+
 // readBandwidth(bytes, reps): bytes/s of each of `reps` streaming reads of a buffer of `bytes`
 // rounded down to whole 2 KB pieces, split over the thread pool (membw.cc; for benchmarks).
 napi_value ReadBandwidth(napi_env env, napi_callback_info info) {
@@ -966,6 +982,7 @@ NAPI_MODULE_INIT() {
       {"cpuFeatures", nullptr, CpuFeatures, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
       {"readBandwidth", nullptr, ReadBandwidth, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
       {"decodeReadBandwidth", nullptr, DecodeReadBandwidth, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
+      {"decodeComputeRate", nullptr, DecodeComputeRate, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
       {"readBandwidthInCalls", nullptr, ReadBandwidthInCalls, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
       {"allocateHuge", nullptr, AllocateHuge, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
       {"muteStderr", nullptr, MuteStderr, nullptr, nullptr, nullptr, napi_enumerable, nullptr},

@@ -15,7 +15,9 @@
 // with the whole read: about what a zero-compute step of those calls can stream, beside the plain
 // read.
 // decode_read_bandwidth streams memory of the same kind through the decode GEMV kernels themselves
-// (ops.h), so that the bench can set what they read beside the plain read.
+// (ops.h), so that the bench can set what they read beside the plain read; decode_compute_rate runs
+// the same kernels over a weight small enough to stay in each thread's caches: how fast they go
+// where memory is not what holds them back.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -117,43 +119,79 @@ std::vector<double> read_bandwidth(int64_t bytes, int reps, const std::vector<in
   return whole;
 }
 
-std::vector<double> decode_read_bandwidth(int w_dtype, int bits, int64_t call_bytes, int64_t bytes, int reps) {
-  constexpr int64_t K = 1024;
-  const int64_t row_bytes = bits ? K * bits / 8 + K / 32 * 4 : K * dtype_size(w_dtype);
-  const int64_t n = std::max<int64_t>(1, call_bytes / row_bytes);
-  const int64_t calls = std::max<int64_t>(1, bytes / row_bytes / n), N = n * calls;
-  const int64_t total = N * row_bytes;
-  const HugeMapping huge = map_huge(static_cast<size_t>(total));
-  uint8_t* w = huge.base ? static_cast<uint8_t*>(huge.base)
-                         : static_cast<uint8_t*>(std::aligned_alloc(64, static_cast<size_t>((total + 63) / 64 * 64)));
-  if (!w) return {};
-  // Arbitrary values (the kernels' work does not depend on them), first touched by the pool's
-  // threads as read_bandwidth's buffer is: codes then float32 scales, or the float weight.
-  const int64_t code_bytes = bits ? N * K * bits / 8 : total, nscales = bits ? N * (K / 32) : 0;
-  float* scales = bits ? reinterpret_cast<float*>(w + code_bytes) : nullptr;
-  ThreadPool& pool = ThreadPool::get();
-  const int64_t tasks = pool.size();
-  pool.parallel_for(tasks, [&](int64_t t) {
-    const int64_t b0 = code_bytes * t / tasks, b1 = code_bytes * (t + 1) / tasks;
-    std::memset(w + b0, bits ? 0x5a : 0x3c, static_cast<size_t>(b1 - b0));
-    if (bits) std::fill(scales + nscales * t / tasks, scales + nscales * (t + 1) / tasks, 0.01f);
-  });
-  std::vector<float> x(K), out(static_cast<size_t>(N));
-  for (int64_t k = 0; k < K; ++k) x[k] = std::sin(static_cast<float>(k));
-  // Rows [r0, r1) of W into out, as one GEMV call.
-  const auto gemv = [&](int64_t r0, int64_t r1) {
-    if (bits)
-      linear_quantized(x.data(), w + r0 * (K * bits / 8), scales + r0 * (K / 32), bits, nullptr, 0,
-                       out.data() + r0, 1, r1 - r0, K);
+namespace {
+
+// A decode GEMV's weight for the kernel probes below: rows of K = 1024 (int8 / int4 codes, then
+// their float32 block scales; or a float weight of w_dtype), in memory of the kind a model's
+// weights get (map_huge), first touched by the pool's threads as read_bandwidth's buffer is, with
+// arbitrary values (the kernels' work does not depend on them). gemv(r0, r1) runs rows [r0, r1) as
+// one call of the batch-1 decode kernel: linear_quantized (bits 8 / 4) or linear (bits 0).
+class ProbeWeight {
+ public:
+  static constexpr int64_t K = 1024;
+  // Bytes of one row of W: codes and scales, or float values.
+  static int64_t row_bytes(int w_dtype, int bits) { return bits ? K * bits / 8 + K / 32 * 4 : K * dtype_size(w_dtype); }
+
+  ProbeWeight(int w_dtype, int bits, int64_t rows)
+      : w_dtype_(w_dtype), bits_(bits), N_(rows), row_bytes_(row_bytes(w_dtype, bits)), x_(K),
+        out_(static_cast<size_t>(rows)) {
+    const int64_t total = N_ * row_bytes_;
+    huge_ = map_huge(static_cast<size_t>(total));
+    w_ = huge_.base ? static_cast<uint8_t*>(huge_.base)
+                    : static_cast<uint8_t*>(std::aligned_alloc(64, static_cast<size_t>((total + 63) / 64 * 64)));
+    if (!w_) return;
+    const int64_t code_bytes = bits ? N_ * K * bits / 8 : total, nscales = bits ? N_ * (K / 32) : 0;
+    scales_ = bits ? reinterpret_cast<float*>(w_ + code_bytes) : nullptr;
+    ThreadPool& pool = ThreadPool::get();
+    const int64_t tasks = pool.size();
+    pool.parallel_for(tasks, [&](int64_t t) {
+      const int64_t b0 = code_bytes * t / tasks, b1 = code_bytes * (t + 1) / tasks;
+      std::memset(w_ + b0, bits ? 0x5a : 0x3c, static_cast<size_t>(b1 - b0));
+      if (bits) std::fill(scales_ + nscales * t / tasks, scales_ + nscales * (t + 1) / tasks, 0.01f);
+    });
+    for (int64_t k = 0; k < K; ++k) x_[k] = std::sin(static_cast<float>(k));
+  }
+  ~ProbeWeight() {
+    if (huge_.base) unmap_huge(huge_);
+    else std::free(w_);
+  }
+  ProbeWeight(const ProbeWeight&) = delete;
+  ProbeWeight& operator=(const ProbeWeight&) = delete;
+
+  bool ok() const { return w_ != nullptr; }
+  int64_t rows() const { return N_; }
+  void gemv(int64_t r0, int64_t r1) {
+    if (bits_)
+      linear_quantized(x_.data(), w_ + r0 * (K * bits_ / 8), scales_ + r0 * (K / 32), bits_, nullptr, 0,
+                       out_.data() + r0, 1, r1 - r0, K);
     else
-      linear(x.data(), w + r0 * row_bytes, w_dtype, nullptr, 0, out.data() + r0, 1, r1 - r0, K);
-  };
-  const auto one_call = [&] { gemv(0, N); };
-  const auto layer_calls = [&] { for (int64_t c = 0; c < calls; ++c) gemv(c * n, (c + 1) * n); };
+      linear(x_.data(), w_ + r0 * row_bytes_, w_dtype_, nullptr, 0, out_.data() + r0, 1, r1 - r0, K);
+  }
+
+ private:
+  int w_dtype_, bits_;
+  int64_t N_, row_bytes_;
+  HugeMapping huge_;
+  uint8_t* w_ = nullptr;
+  float* scales_ = nullptr;
+  std::vector<float> x_, out_;
+};
+
+}  // namespace
+
+std::vector<double> decode_read_bandwidth(int w_dtype, int bits, int64_t call_bytes, int64_t bytes, int reps) {
+  const int64_t row_bytes = ProbeWeight::row_bytes(w_dtype, bits);
+  const int64_t n = std::max<int64_t>(1, call_bytes / row_bytes);
+  const int64_t calls = std::max<int64_t>(1, bytes / row_bytes / n);
+  ProbeWeight w(w_dtype, bits, n * calls);
+  if (!w.ok()) return {};
+  const double total = static_cast<double>(w.rows() * row_bytes);
+  const auto one_call = [&] { w.gemv(0, w.rows()); };
+  const auto layer_calls = [&] { for (int64_t c = 0; c < calls; ++c) w.gemv(c * n, (c + 1) * n); };
   const auto rate = [&](auto&& f) {
     const double t0 = now_seconds();
     f();
-    return static_cast<double>(total) / (now_seconds() - t0);
+    return total / (now_seconds() - t0);
   };
   one_call();
   layer_calls();
@@ -162,11 +200,36 @@ std::vector<double> decode_read_bandwidth(int w_dtype, int bits, int64_t call_by
     one.push_back(rate(one_call));
     layered.push_back(rate(layer_calls));
   }
-  if (huge.base) unmap_huge(huge);
-  else std::free(w);
   one.insert(one.end(), layered.begin(), layered.end());
   one.push_back(static_cast<double>(n * row_bytes));
   return one;
+}
+
+std::vector<double> decode_compute_rate(int w_dtype, int bits, int64_t bytes, int reps) {
+  ThreadPool& pool = ThreadPool::get();
+  const int64_t T = pool.size();
+  const int64_t row_bytes = ProbeWeight::row_bytes(w_dtype, bits);
+  const int64_t n = std::max<int64_t>(1, bytes / row_bytes);  // rows per thread
+  ProbeWeight w(w_dtype, bits, n * T);
+  if (!w.ok()) return {};
+  // Calls per thread and rep: ~256 MiB of its weight read again and again (a few ms on the hosts measured).
+  const int64_t iters = std::max<int64_t>(1, (int64_t{1} << 28) / (n * row_bytes));
+  // Thread t calls the kernel on its own rows from inside its pool task, where a kernel's own split
+  // runs inline (no nested parallelism): every thread runs one GEMV at a time, all at once.
+  const auto pass = [&](int64_t k) {
+    pool.parallel_for(T, [&](int64_t t) {
+      for (int64_t i = 0; i < k; ++i) w.gemv(t * n, (t + 1) * n);
+    });
+  };
+  pass(2);  // each thread's rows into its caches
+  std::vector<double> r;
+  for (int rep = 0; rep < reps; ++rep) {
+    const double t0 = now_seconds();
+    pass(iters);
+    r.push_back(static_cast<double>(T * iters * n * row_bytes) / (now_seconds() - t0));
+  }
+  r.push_back(static_cast<double>(n * row_bytes));
+  return r;
 }
 
 }  // namespace tsorch
