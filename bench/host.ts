@@ -96,14 +96,17 @@ export function decodeKernelReadBandwidth(format: DecodeWeightFormat, callBytes 
  * decodeKernelReadBandwidth: one activation row, K = 1024) over its own `bytes` of weight (default
  * 256 KiB, within each core's L2 cache on the hosts measured), all threads at once; the median of
  * `reps` rates. Set beside readBandwidth: well above it, the kernels can keep up with memory and a
- * decode step's shortfall lies elsewhere; near it, their compute is what holds a step back. Throws
- * if the memory cannot be had.
+ * decode step's shortfall lies elsewhere; near it, their compute is what holds a step back. K =
+ * 1024 is the input size of most of the Qwen3-0.6B-shaped model's weight bytes; on avx512-vnni its
+ * int4 rows take the register-held q4_0 kernel, faster than the one for longer rows (o_proj, down).
+ * A rep is a few ms: a thread that loses its CPU for a time slice lowers that rep. Throws if the
+ * memory cannot be had.
  */
 export function decodeKernelComputeRate(format: DecodeWeightFormat, bytes = 256 * 1024, reps = 5) {
   const bits = format === "int8" ? 8 : format === "int4" ? 4 : 0;
   const wDtype = bits ? DTYPE_CODE.float32 : DTYPE_CODE[format as "float32" | "bfloat16" | "float16"];
   const r = native().decodeComputeRate(wDtype, bits, Math.round(bytes), reps);
-  if (r.length !== reps + 1) throw new Error(`decodeKernelComputeRate: could not have ${bytes} bytes of memory`);
+  if (r.length !== reps + 1) throw new Error(`decodeKernelComputeRate: could not have ${bytes} bytes of memory for each of ${native().numThreads()} threads`);
   const runs = r.slice(0, reps);
   return {
     decode_kernel_compute_bytes_per_s: median(runs),

@@ -212,10 +212,12 @@ std::vector<double> decode_compute_rate(int w_dtype, int bits, int64_t bytes, in
   const int64_t n = std::max<int64_t>(1, bytes / row_bytes);  // rows per thread
   ProbeWeight w(w_dtype, bits, n * T);
   if (!w.ok()) return {};
-  // Calls per thread and rep: ~256 MiB of its weight read again and again (a few ms on the hosts measured).
-  const int64_t iters = std::max<int64_t>(1, (int64_t{1} << 28) / (n * row_bytes));
-  // Thread t calls the kernel on its own rows from inside its pool task, where a kernel's own split
-  // runs inline (no nested parallelism): every thread runs one GEMV at a time, all at once.
+  // Calls per task and rep: ~256 MiB of its weight read again and again (a few ms on the hosts
+  // measured), at most 65536 calls (a weight of a few rows).
+  const int64_t iters = std::clamp<int64_t>((int64_t{1} << 28) / (n * row_bytes), 1, 65536);
+  // Task t calls the kernel on its own rows from inside the pool task, where a kernel's own split
+  // runs inline (no nested parallelism): one task per pool thread, each thread normally taking one
+  // (a thread that finds a task unclaimed runs it too), every thread one GEMV at a time, all at once.
   const auto pass = [&](int64_t k) {
     pool.parallel_for(T, [&](int64_t t) {
       for (int64_t i = 0; i < k; ++i) w.gemv(t * n, (t + 1) * n);
