@@ -63,6 +63,15 @@ napi_value number_array(napi_env env, const std::vector<double>& r) {
   return arr;
 }
 
+// Whether the kernel probes' weight format is one they run (bits 0: a float weight of w_dtype; 8 or 4:
+// block-quantized); throws the TypeError naming the argument if not.
+bool probe_weight_format(Args& args, int w_dtype, int64_t bits) {
+  if (!args.check(bits == 0 || bits == 8 || bits == 4, true, "bits must be 0 (a float weight), 8 or 4, got %lld",
+                  static_cast<long long>(bits)))
+    return false;
+  return bits != 0 || float_dtype(args, w_dtype, "wDtype");
+}
+
 // decodeReadBandwidth(wDtype, bits, callBytes, bytes, reps): decode_read_bandwidth's numbers
 // (membw.cc; for benchmarks).
 napi_value DecodeReadBandwidth(napi_env env, napi_callback_info info) {
@@ -73,10 +82,7 @@ napi_value DecodeReadBandwidth(napi_env env, napi_callback_info info) {
   const int64_t bytes = args.integer(3, "bytes", 1);
   const int64_t reps = args.integer(4, "reps", 1, 1000);
   if (args.failed()) return nullptr;
-  if (!args.check(bits == 0 || bits == 8 || bits == 4, true, "bits must be 0 (a float weight), 8 or 4, got %lld",
-                  static_cast<long long>(bits)))
-    return nullptr;
-  if (bits == 0 && !float_dtype(args, w_dtype, "wDtype")) return nullptr;
+  if (!probe_weight_format(args, w_dtype, bits)) return nullptr;
   return number_array(env, decode_read_bandwidth(w_dtype, static_cast<int>(bits), call_bytes, bytes,
                                                  static_cast<int>(reps)));
 }
@@ -90,10 +96,7 @@ napi_value DecodeComputeRate(napi_env env, napi_callback_info info) {
   const int64_t bytes = args.integer(2, "bytes", 1, int64_t{1} << 30);
   const int64_t reps = args.integer(3, "reps", 1, 1000);
   if (args.failed()) return nullptr;
-  if (!args.check(bits == 0 || bits == 8 || bits == 4, true, "bits must be 0 (a float weight), 8 or 4, got %lld",
-                  static_cast<long long>(bits)))
-    return nullptr;
-  if (bits == 0 && !float_dtype(args, w_dtype, "wDtype")) return nullptr;
+  if (!probe_weight_format(args, w_dtype, bits)) return nullptr;
   return number_array(env, decode_compute_rate(w_dtype, static_cast<int>(bits), bytes, static_cast<int>(reps)));
 }
 
