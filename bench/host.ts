@@ -5,6 +5,11 @@
 import { cpus } from "node:os";
 import { DTYPE_CODE, native } from "../src/devices/cpu/native.js";
 
+/** Rates in bytes/s as GB/s with two decimals (the runs a report lists). */
+function gbPerS(rates: number[]): number[] {
+  return rates.map((r) => +(r / 1e9).toFixed(2));
+}
+
 /** Median of a non-empty list. */
 export function median(xs: number[]): number {
   const s = [...xs].sort((a, b) => a - b);
@@ -33,7 +38,7 @@ export function hostInfo(bytes = 2 ** 30, reps = 5) {
  */
 export function readBandwidth(bytes = 2 ** 30, reps = 5) {
   const runs = native().readBandwidth(bytes, reps);
-  return { read_bandwidth_bytes_per_s: median(runs), read_bandwidth_runs_gb_per_s: runs.map((r) => +(r / 1e9).toFixed(2)) };
+  return { read_bandwidth_bytes_per_s: median(runs), read_bandwidth_runs_gb_per_s: gbPerS(runs) };
 }
 
 /**
@@ -52,14 +57,20 @@ export function stepReadBandwidth(callBytes: number[], bytes = 2 ** 30, reps = 5
   const whole = r.slice(0, reps), step = r.slice(reps);
   return {
     step_read_bytes_per_s: median(step),
-    step_read_runs_gb_per_s: step.map((v) => +(v / 1e9).toFixed(2)),
-    step_read_whole_runs_gb_per_s: whole.map((v) => +(v / 1e9).toFixed(2)),
+    step_read_runs_gb_per_s: gbPerS(step),
+    step_read_whole_runs_gb_per_s: gbPerS(whole),
     step_read_fraction_of_read: median(step.map((v, i) => v / whole[i])),
   };
 }
 
 /** Weight formats decodeKernelReadBandwidth streams: a float dtype, or main.ts's --dtype int8 / int4. */
 export type DecodeWeightFormat = "float32" | "bfloat16" | "float16" | "int8" | "int4";
+
+/** The kernel probes' (wDtype, bits) for a format: a float weight's dtype code with bits 0, or float32 with 8 / 4. */
+function formatCodes(format: DecodeWeightFormat): { wDtype: number; bits: number } {
+  const bits = format === "int8" ? 8 : format === "int4" ? 4 : 0;
+  return { wDtype: bits ? DTYPE_CODE.float32 : DTYPE_CODE[format as "float32" | "bfloat16" | "float16"], bits };
+}
 
 /**
  * The read bandwidth of the batch-1 decode GEMV kernels, in bytes/s (native decodeReadBandwidth):
@@ -77,16 +88,14 @@ export type DecodeWeightFormat = "float32" | "bfloat16" | "float16" | "int8" | "
  * the memory cannot be had.
  */
 export function decodeKernelReadBandwidth(format: DecodeWeightFormat, callBytes = 2 * 2 ** 20, bytes = 2 ** 30, reps = 3) {
-  const bits = format === "int8" ? 8 : format === "int4" ? 4 : 0;
-  const wDtype = bits ? DTYPE_CODE.float32 : DTYPE_CODE[format as "float32" | "bfloat16" | "float16"];
+  const { wDtype, bits } = formatCodes(format);
   const r = native().decodeReadBandwidth(wDtype, bits, Math.max(1, Math.round(callBytes)), Math.round(bytes), reps);
   if (r.length !== 2 * reps + 1) throw new Error(`decodeKernelReadBandwidth: could not have ${bytes} bytes of memory`);
   const one = r.slice(0, reps), calls = r.slice(reps, 2 * reps);
-  const gb = (rs: number[]) => rs.map((v) => +(v / 1e9).toFixed(2));
   return {
-    decode_kernel_read_one_call_bytes_per_s: median(one), decode_kernel_read_one_call_runs_gb_per_s: gb(one),
+    decode_kernel_read_one_call_bytes_per_s: median(one), decode_kernel_read_one_call_runs_gb_per_s: gbPerS(one),
     decode_kernel_read_call_bytes: r[2 * reps],
-    decode_kernel_read_calls_bytes_per_s: median(calls), decode_kernel_read_calls_runs_gb_per_s: gb(calls),
+    decode_kernel_read_calls_bytes_per_s: median(calls), decode_kernel_read_calls_runs_gb_per_s: gbPerS(calls),
   };
 }
 
@@ -103,14 +112,13 @@ export function decodeKernelReadBandwidth(format: DecodeWeightFormat, callBytes 
  * memory cannot be had.
  */
 export function decodeKernelComputeRate(format: DecodeWeightFormat, bytes = 256 * 1024, reps = 5) {
-  const bits = format === "int8" ? 8 : format === "int4" ? 4 : 0;
-  const wDtype = bits ? DTYPE_CODE.float32 : DTYPE_CODE[format as "float32" | "bfloat16" | "float16"];
+  const { wDtype, bits } = formatCodes(format);
   const r = native().decodeComputeRate(wDtype, bits, Math.round(bytes), reps);
   if (r.length !== reps + 1) throw new Error(`decodeKernelComputeRate: could not have ${bytes} bytes of memory for each of ${native().numThreads()} threads`);
   const runs = r.slice(0, reps);
   return {
     decode_kernel_compute_bytes_per_s: median(runs),
-    decode_kernel_compute_runs_gb_per_s: runs.map((v) => +(v / 1e9).toFixed(2)),
+    decode_kernel_compute_runs_gb_per_s: gbPerS(runs),
     decode_kernel_compute_thread_bytes: r[reps],
   };
 }

@@ -32,6 +32,7 @@
 #include "thread_pool.h"
 #include "isa_clones.h"
 #include "prefetch.h"
+#include "quant_kernels.h"
 
 namespace tsorch {
 
@@ -130,7 +131,9 @@ class ProbeWeight {
  public:
   static constexpr int64_t K = 1024;
   // Bytes of one row of W: codes and scales, or float values.
-  static int64_t row_bytes(int w_dtype, int bits) { return bits ? K * bits / 8 + K / 32 * 4 : K * dtype_size(w_dtype); }
+  static int64_t row_bytes(int w_dtype, int bits) {
+    return bits ? quant_row_bytes(bits, K) + K / 32 * 4 : K * dtype_size(w_dtype);
+  }
 
   ProbeWeight(int w_dtype, int bits, int64_t rows)
       : w_dtype_(w_dtype), bits_(bits), N_(rows), row_bytes_(row_bytes(w_dtype, bits)), x_(K),
@@ -140,7 +143,7 @@ class ProbeWeight {
     w_ = huge_.base ? static_cast<uint8_t*>(huge_.base)
                     : static_cast<uint8_t*>(std::aligned_alloc(64, static_cast<size_t>((total + 63) / 64 * 64)));
     if (!w_) return;
-    const int64_t code_bytes = bits ? N_ * K * bits / 8 : total, nscales = bits ? N_ * (K / 32) : 0;
+    const int64_t code_bytes = bits ? N_ * quant_row_bytes(bits, K) : total, nscales = bits ? N_ * (K / 32) : 0;
     scales_ = bits ? reinterpret_cast<float*>(w_ + code_bytes) : nullptr;
     ThreadPool& pool = ThreadPool::get();
     const int64_t tasks = pool.size();
@@ -162,7 +165,7 @@ class ProbeWeight {
   int64_t rows() const { return N_; }
   void gemv(int64_t r0, int64_t r1) {
     if (bits_)
-      linear_quantized(x_.data(), w_ + r0 * (K * bits_ / 8), scales_ + r0 * (K / 32), bits_, nullptr, 0,
+      linear_quantized(x_.data(), w_ + r0 * quant_row_bytes(bits_, K), scales_ + r0 * (K / 32), bits_, nullptr, 0,
                        out_.data() + r0, 1, r1 - r0, K);
     else
       linear(x_.data(), w_ + r0 * row_bytes_, w_dtype_, nullptr, 0, out_.data() + r0, 1, r1 - r0, K);
