@@ -75,7 +75,7 @@ export interface NativeCpu {
    * this CPU runs: x86-64-v4, x86-64-v3 or baseline (none: compiled once, not GCC on x86-64). */
   cpuFeatures(): string;
   /** Bytes/s of each of `reps` streaming reads of a fresh buffer of `bytes` (rounded down to whole
-   * 2 KB pieces; throws under 2048) over the thread pool, with the widest loads the CPU has, after
+   * 2 KB pieces; RangeError under 2048 or for reps outside 1-1000) over the thread pool, with the widest loads the CPU has, after
    * one untimed read (benchmarks: bench/host.ts): prefetched and split over the threads as the
    * decode GEMVs read their weights. The buffer is memory of the kind large tensors get
    * (allocateHuge's 2 MB pages where the platform has them). */
@@ -97,7 +97,8 @@ export interface NativeCpu {
    * weight in memory like readBandwidth's (mapped and released within the call): `reps` single
    * calls over all of it, then `reps` passes of consecutive calls of about `callBytes` each, then
    * the bytes one such call reads (2 reps + 1 numbers; empty if the memory cannot be had). For
-   * benchmarks (bench/host.ts). Throws TypeError for bits other than 0, 8, 4 or a non-float wDtype.
+   * benchmarks (bench/host.ts). Throws TypeError for bits other than 0, 8, 4 or a non-float wDtype,
+   * RangeError for callBytes or bytes under 1 or reps outside 1-1000.
    */
   decodeReadBandwidth(wDtype: number, bits: number, callBytes: number, bytes: number, reps: number): number[];
 
