@@ -59,6 +59,7 @@
         "src/devices/cpu/native/matmul.cc",
         "src/devices/cpu/native/mxfp4.cc",
         "src/devices/cpu/native/membw.cc",
+        "src/devices/cpu/native/host_stalls.cc",
         "src/devices/cpu/native/mmap.cc",
         "src/devices/cpu/native/napi_args.cc",
         "src/devices/cpu/native/norm.cc",

@@ -122,3 +122,30 @@ export function decodeKernelComputeRate(format: DecodeWeightFormat, bytes = 256 
     decode_kernel_compute_thread_bytes: r[reps],
   };
 }
+
+/**
+ * How much of its threads' time the host takes away (native hostStalls): every cpu thread spins
+ * reading the clock for `seconds`, all at once, and each gap of over `minGapUs` between two reads
+ * is time the thread did not run (an interrupt, the hypervisor's tick, another tenant). Per thread
+ * (the mean over the threads): gaps per second and the fraction of the time lost; over all threads'
+ * gaps: the median, 99th percentile and largest, in microseconds. A decode step joins its threads
+ * some 200 times a token, so a thread stopped in the middle of a job holds up the other too, where
+ * the streaming read behind the bandwidth limit goes on on the other thread: stalls lower the decode
+ * fraction of the limit by up to about the lost fraction (session 25 in the README).
+ */
+export function hostStalls(seconds = 0.5, minGapUs = 2) {
+  const r = native().hostStalls(seconds, minGapUs);
+  const T = r[0];
+  let gaps = 0, lost = 0;
+  for (let t = 0; t < T; t++) {
+    gaps += r[1 + 2 * t];
+    lost += r[2 + 2 * t];
+  }
+  return {
+    host_stall_gaps_per_s: +(gaps / T / seconds).toFixed(1),
+    host_stall_time_fraction: +(lost / T / seconds).toFixed(4),
+    host_stall_median_us: +r[1 + 2 * T].toFixed(1),
+    host_stall_p99_us: +r[2 + 2 * T].toFixed(1),
+    host_stall_max_us: +r[3 + 2 * T].toFixed(1),
+  };
+}

@@ -32,7 +32,9 @@
  * in cache (decodeKernelComputeRate: every thread over its own 256 KiB at once; also as a multiple
  * of that bandwidth, decode_kernel_compute_over_read), and a plain read
  * in the step's own GEMV call sizes beside whole reads (stepReadBandwidth: decode_step_read_*; its
- * fraction of the whole read is about the most a step of those calls could reach with no compute);
+ * fraction of the whole read is about the most a step of those calls could reach with no compute),
+ * and how much of the threads' time the host takes away (hostStalls: host_stall_*, each thread
+ * spinning on the clock for 0.5 s; a thread stopped inside a decode job holds up both);
  * batch-1 decode
  * figures are medians of 3 runs, each after one unmeasured run of the same length (eager since
  * session 10; compiled: its compiling call). `--llamacpp DIR` (a folder with
@@ -95,7 +97,7 @@ const values = parseFlags();
 if (values.threads !== undefined) process.env.TSORCH_NUM_THREADS = values.threads;
 const tsorch = await import("../src/index.js");
 const { decodeStepCallBytes, decodeWeightBytesPerToken, linearWeightBytes, namedLinears } = await import("./decode_step.js");
-const { decodeKernelComputeRate, decodeKernelReadBandwidth, hostInfo, median, readBandwidth, stepReadBandwidth } = await import("./host.js");
+const { decodeKernelComputeRate, decodeKernelReadBandwidth, hostInfo, hostStalls, median, readBandwidth, stepReadBandwidth } = await import("./host.js");
 const { llamaCppPeer } = await import("./llamacpp.js");
 const { AutoModelForCausalLM } = await import("../src/transformers/index.js");
 const { native } = await import("../src/devices/cpu/native.js");
@@ -197,6 +199,8 @@ async function modelBench(dir: string, device: string, dtype = "auto") {
   // stream (dense models only: decodeStepCallBytes is null for Hub and MoE weights).
   const stepCalls = decodeStepCallBytes(named);
   const stepRead = device === "cpu" && stepCalls ? stepReadBandwidth(stepCalls) : null;
+  // How much of the threads' time the host took away just now (a VM's own tick, other tenants).
+  const stalls = device === "cpu" ? hostStalls() : null;
   return {
     prefill_tokens_per_s: prefill,
     prefill_logits_to_keep_1_tokens_per_s: median(prefillsLast),
@@ -217,6 +221,7 @@ async function modelBench(dir: string, device: string, dtype = "auto") {
     read_bandwidth_before_decode_bytes_per_s: before?.read_bandwidth_bytes_per_s,
     read_bandwidth_before_decode_runs_gb_per_s: before?.read_bandwidth_runs_gb_per_s,
     ...kernelRead,
+    ...stalls,
     ...(stepRead && stepCalls && {
       decode_step_calls: stepCalls.length,
       decode_step_read_bytes_per_s: stepRead.step_read_bytes_per_s,

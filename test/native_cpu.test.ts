@@ -194,6 +194,38 @@ test("decodeComputeRate (bench/host.ts): rates with W in cache, then each thread
   assert.throws(() => nat.decodeComputeRate(F32, 4, 1 << 16, 0), /reps/);
 });
 
+test("hostStalls (bench/host.ts): each thread's gaps and lost seconds, then the gaps' median, p99 and largest; bad arguments throw", () => {
+  const T = nat.numThreads(), seconds = 0.02;
+  // Gaps over 2 us: what the host took. A thread loses at most the call's time, in gaps of over 2 us.
+  let t0 = performance.now();
+  const r = nat.hostStalls(seconds, 2);
+  let wall = (performance.now() - t0) / 1000;
+  assert.equal(r.length, 2 * T + 4);
+  assert.equal(r[0], T);
+  for (let t = 0; t < T; t++) {
+    const gaps = r[1 + 2 * t], lost = r[2 + 2 * t];
+    assert.ok(Number.isInteger(gaps) && gaps >= 0, `thread ${t}: ${gaps} gaps`);
+    assert.ok(lost >= gaps * 2e-6 && lost <= wall, `thread ${t}: ${lost} s lost in ${gaps} gaps, ${wall} s`);
+  }
+  const [med, p99, max] = r.slice(2 * T + 1);
+  if (r.some((_, i) => i > 0 && i <= 2 * T && i % 2 === 1 && r[i] > 0)) assert.ok(med > 2 && med <= p99 && p99 <= max, `${med} ${p99} ${max}`);
+  else assert.deepEqual([med, p99, max], [0, 0, 0]);
+  // No threshold: every interval between two clock reads is a gap, so each thread's gaps add up to
+  // all the time it spun (at least `seconds`; a clock read takes well under a microsecond).
+  t0 = performance.now();
+  const all = nat.hostStalls(seconds, 0);
+  wall = (performance.now() - t0) / 1000;
+  for (let t = 0; t < T; t++) {
+    assert.ok(all[1 + 2 * t] > 1000, `thread ${t}: ${all[1 + 2 * t]} reads`);
+    assert.ok(all[2 + 2 * t] >= seconds * 0.999 && all[2 + 2 * t] <= wall, `thread ${t}: ${all[2 + 2 * t]} s of ${wall}`);
+  }
+  assert.ok(all[2 * T + 1] < 1, `median interval ${all[2 * T + 1]} us`);
+  assert.throws(() => nat.hostStalls(0, 2), /seconds must be in \(0, 10\], got 0/);
+  assert.throws(() => nat.hostStalls(11, 2), /seconds/);
+  assert.throws(() => nat.hostStalls(0.01, -1), /minGapUs must be in \[0, 1e6\], got -1/);
+  assert.throws(() => nat.hostStalls(Number.NaN, 2), RangeError);
+});
+
 test("direct float GEMVs of 2-8 rows split over the pool round each column the same every call: linearGroup equals linear bit for bit", { skip: gemmTablesSkip }, () => {
   // The direct kernels compute columns in tiles (3 columns on AVX2, 4 elsewhere) counted from where
   // a piece begins, and a tile's columns round differently from single ones: pieces that began

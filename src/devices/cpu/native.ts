@@ -114,6 +114,16 @@ export interface NativeCpu {
   decodeComputeRate(wDtype: number, bits: number, bytes: number, reps: number): number[];
 
   /**
+   * Every pool thread spins reading the steady clock for `seconds`, all at once, recording each
+   * gap between two reads longer than `minGapUs` microseconds (time the thread did not run: an
+   * interrupt, the hypervisor, another tenant): the number of threads T, then for each thread its
+   * gaps and their total seconds, then the median, 99th percentile and largest gap of all threads
+   * in microseconds (0 without gaps); 2 T + 4 numbers. For benchmarks (bench/host.ts). Throws
+   * RangeError for seconds outside (0, 10] or minGapUs outside [0, 1e6].
+   */
+  hostStalls(seconds: number, minGapUs: number): number[];
+
+  /**
    * Strided copy with dtype conversion: for every index i of `shape`,
    * dst[sum(i*dstStrides)] = convert(src[sum(i*srcStrides)]). Any dtype to any dtype
    * (float -> int truncates toward zero; to bool is x != 0). Used for contiguous(), cast, cat.

@@ -100,6 +100,16 @@ napi_value DecodeComputeRate(napi_env env, napi_callback_info info) {
   return number_array(env, decode_compute_rate(w_dtype, static_cast<int>(bits), bytes, static_cast<int>(reps)));
 }
 
+// hostStalls(seconds, minGapUs): host_stalls' numbers (host_stalls.cc; for benchmarks).
+napi_value HostStalls(napi_env env, napi_callback_info info) {
+  Args args(env, info, "hostStalls", 2);
+  const double seconds = args.number(0, "seconds"), min_gap_us = args.number(1, "minGapUs");
+  if (args.failed()) return nullptr;
+  if (!args.check(seconds > 0 && seconds <= 10, false, "seconds must be in (0, 10], got %g", seconds)) return nullptr;
+  if (!args.check(min_gap_us >= 0 && min_gap_us <= 1e6, false, "minGapUs must be in [0, 1e6], got %g", min_gap_us)) return nullptr;
+  return number_array(env, host_stalls(seconds, min_gap_us));
+}
+
 // readBandwidth(bytes, reps): bytes/s of each of `reps` streaming reads of a buffer of `bytes`
 // rounded down to whole 2 KB pieces, split over the thread pool (membw.cc; for benchmarks).
 napi_value ReadBandwidth(napi_env env, napi_callback_info info) {
@@ -986,6 +996,7 @@ NAPI_MODULE_INIT() {
       {"readBandwidth", nullptr, ReadBandwidth, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
       {"decodeReadBandwidth", nullptr, DecodeReadBandwidth, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
       {"decodeComputeRate", nullptr, DecodeComputeRate, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
+      {"hostStalls", nullptr, HostStalls, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
       {"readBandwidthInCalls", nullptr, ReadBandwidthInCalls, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
       {"allocateHuge", nullptr, AllocateHuge, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
       {"muteStderr", nullptr, MuteStderr, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
