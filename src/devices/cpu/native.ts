@@ -105,7 +105,8 @@ export interface NativeCpu {
   /**
    * Bytes/s of the same decode GEMV kernels as decodeReadBandwidth where W stays in cache: each
    * pool thread calls the kernel over its own weight of about `bytes` (whole rows of K = 1024, at
-   * least one; 1 <= bytes <= 2^30, so up to 2^30 bytes a thread), all threads at once, ~256 MiB
+   * least one; 1 <= bytes <= 2^30, so up to 2^30 bytes a thread; bits 8 / 4: the GEMV kernel alone,
+   * the activation quantized once per thread rather than per call), all threads at once, ~256 MiB
    * of weight (at most 65536 calls) per thread and rep: `reps` rates (all threads' weight bytes /
    * wall time), then the bytes each thread's call reads (reps + 1 numbers; empty if the memory
    * cannot be had). For benchmarks (bench/host.ts). Throws TypeError for bits or wDtype as
