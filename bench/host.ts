@@ -104,9 +104,9 @@ export function decodeKernelReadBandwidth(format: DecodeWeightFormat, callBytes 
  * bytes of weight per second (native decodeComputeRate): every cpu thread calls the kernel (as in
  * decodeKernelReadBandwidth: one activation row, K = 1024) over its own `bytes` of weight (default
  * 256 KiB, within each core's L2 cache on the hosts measured), all threads at once; the median of
- * `reps` rates. For int8 / int4 the kernel runs alone, the activation quantized once per thread (as
- * a decode step quantizes it once per 1-4 MB call; through session 24 once per 256 KiB call, which
- * put int4 at 0.79-0.84 of the kernel's own rate). Set beside readBandwidth: well above it, the kernels can keep up with memory and a
+ * `reps` rates. For int8 / int4 the kernel runs alone, the activation quantized once per task
+ * (a decode step quantizes it once per 1-7 MB call; through session 24 once per 256 KiB call,
+ * which put int4 at 0.76-0.84 of the kernel's own rate). Set beside readBandwidth: well above it, the kernels can keep up with memory and a
  * decode step's shortfall lies elsewhere; near it, their compute is what holds a step back. K =
  * 1024 is the input size of most of the Qwen3-0.6B-shaped model's weight bytes; on avx512-vnni its
  * int4 rows take the register-held q4_0 kernel, faster than the one for longer rows (o_proj, down).
@@ -130,10 +130,12 @@ export function decodeKernelComputeRate(format: DecodeWeightFormat, bytes = 256 
  * reading the clock for `seconds`, all at once, and each gap of over `minGapUs` between two reads
  * is time the thread did not run (an interrupt, the hypervisor's tick, another tenant). Per thread
  * (the mean over the threads): gaps per second and the fraction of the time lost; over all threads'
- * gaps: the median, 99th percentile and largest, in microseconds. A decode step joins its threads
- * some 200 times a token, so a thread stopped in the middle of a job holds up the other too, where
- * the streaming read behind the bandwidth limit goes on on the other thread: stalls lower the decode
- * fraction of the limit by up to about the lost fraction (session 25 in the README).
+ * gaps (the first 65536 of each thread): the median, 99th percentile and largest, in microseconds.
+ * A decode step joins its threads some 200 times a token, so a thread stopped in the middle of a
+ * job holds up the others, where the streaming read behind the bandwidth limit goes on at the other
+ * threads' rate: a stall costs a step up to its whole length and the read about half of it (two
+ * threads), so by that reckoning stalls lower the decode fraction of the limit by up to about the
+ * fraction of time lost (README, "What the host takes away").
  */
 export function hostStalls(seconds = 0.5, minGapUs = 2) {
   const r = native().hostStalls(seconds, minGapUs);

@@ -216,7 +216,7 @@ test("hostStalls (bench/host.ts): each thread's gaps and lost seconds, then the 
   const all = nat.hostStalls(seconds, 0);
   wall = (performance.now() - t0) / 1000;
   for (let t = 0; t < T; t++) {
-    assert.ok(all[1 + 2 * t] > 1000, `thread ${t}: ${all[1 + 2 * t]} reads`);
+    assert.ok(all[1 + 2 * t] >= 1, `thread ${t}: ${all[1 + 2 * t]} reads`);
     assert.ok(all[2 + 2 * t] >= seconds * 0.999 && all[2 + 2 * t] <= wall, `thread ${t}: ${all[2 + 2 * t]} s of ${wall}`);
   }
   assert.ok(all[2 * T + 1] < 1, `median interval ${all[2 * T + 1]} us`);
@@ -224,6 +224,7 @@ test("hostStalls (bench/host.ts): each thread's gaps and lost seconds, then the 
   assert.throws(() => nat.hostStalls(11, 2), /seconds/);
   assert.throws(() => nat.hostStalls(0.01, -1), /minGapUs must be in \[0, 1e6\], got -1/);
   assert.throws(() => nat.hostStalls(Number.NaN, 2), RangeError);
+  assert.throws(() => nat.hostStalls(0.01, Number.NaN), /minGapUs/);
 });
 
 test("direct float GEMVs of 2-8 rows split over the pool round each column the same every call: linearGroup equals linear bit for bit", { skip: gemmTablesSkip }, () => {

@@ -106,7 +106,7 @@ export interface NativeCpu {
    * Bytes/s of the same decode GEMV kernels as decodeReadBandwidth where W stays in cache: each
    * pool thread calls the kernel over its own weight of about `bytes` (whole rows of K = 1024, at
    * least one; 1 <= bytes <= 2^30, so up to 2^30 bytes a thread; bits 8 / 4: the GEMV kernel alone,
-   * the activation quantized once per thread rather than per call), all threads at once, ~256 MiB
+   * the activation quantized once per task rather than per call), all threads at once, ~256 MiB
    * of weight (at most 65536 calls) per thread and rep: `reps` rates (all threads' weight bytes /
    * wall time), then the bytes each thread's call reads (reps + 1 numbers; empty if the memory
    * cannot be had). For benchmarks (bench/host.ts). Throws TypeError for bits or wDtype as
@@ -115,12 +115,13 @@ export interface NativeCpu {
   decodeComputeRate(wDtype: number, bits: number, bytes: number, reps: number): number[];
 
   /**
-   * Every pool thread spins reading the steady clock for `seconds`, all at once, recording each
+   * Every pool thread spins reading the steady clock for `seconds`, all at once, counting each
    * gap between two reads longer than `minGapUs` microseconds (time the thread did not run: an
    * interrupt, the hypervisor, another tenant): the number of threads T, then for each thread its
-   * gaps and their total seconds, then the median, 99th percentile and largest gap of all threads
-   * in microseconds (0 without gaps); 2 T + 4 numbers. For benchmarks (bench/host.ts). Throws
-   * RangeError for seconds outside (0, 10] or minGapUs outside [0, 1e6].
+   * gaps and their total seconds, then the median, 99th percentile and largest of the threads'
+   * first 65536 gaps each, in microseconds (0 without gaps); 2 T + 4 numbers. For benchmarks
+   * (bench/host.ts). Throws RangeError for seconds outside (0, 10] or minGapUs outside [0, 1e6]
+   * (NaN included), TypeError for arguments that are not numbers.
    */
   hostStalls(seconds: number, minGapUs: number): number[];
 

@@ -128,8 +128,9 @@ namespace {
 // arbitrary values (the kernels' work does not depend on them). gemv(r0, r1) runs rows [r0, r1) as
 // one call of the batch-1 decode kernel: linear_quantized (bits 8 / 4) or linear (bits 0). For
 // block-quantized weights, kernel() instead quantizes the activation row once (on the calling
-// thread) and returns the GEMV kernel alone over rows [r0, r1) (quant_rows, as a decode step's
-// grouped linears call it), without linear_quantized's quantization of the activation per call.
+// thread; the portable kernels take it as float32) and returns the GEMV kernel alone over rows
+// [r0, r1) (quant_rows, as a decode step's grouped linears call it), without linear_quantized's
+// quantization of the activation per call.
 class ProbeWeight {
  public:
   static constexpr int64_t K = 1024;
@@ -179,7 +180,7 @@ class ProbeWeight {
     QuantRows rows;
     const bool prepared = bits_ && quant_rows_prepare(x_.data(), bits_, 1, K, &rows);
     return [this, rows, prepared](int64_t r0, int64_t r1) {
-      if (prepared) quant_rows(rows, w_ + r0 * quant_row_bytes(bits_, K), scales_ + r0 * (K / 32), nullptr, out_.data() + r0, 0, 0, r1 - r0);
+      if (prepared) quant_rows(rows, w_ + r0 * quant_row_bytes(bits_, K), scales_ + r0 * (K / 32), nullptr, out_.data() + r0, r1 - r0, 0, r1 - r0);
       else gemv(r0, r1);
     };
   }
@@ -236,7 +237,7 @@ std::vector<double> decode_compute_rate(int w_dtype, int bits, int64_t bytes, in
   // (a thread that finds a task unclaimed runs it too), every thread one GEMV at a time, all at once.
   // The activation is quantized once per task (ProbeWeight::kernel): through session 24 each call
   // quantized it again, one quantization per ~256 KiB of weight where a decode step has one per
-  // 1-4 MB call, which held the rates to 0.79-0.84 of the kernels' own in int4 and 0.94-0.95 in
+  // 1-7 MB call, which held the rates to 0.76-0.84 of the kernels' own in int4 and 0.89-0.95 in
   // int8 (processes alternating, AMD EPYC Zen 5, 2 threads).
   const auto pass = [&](int64_t k) {
     pool.parallel_for(T, [&](int64_t t) {

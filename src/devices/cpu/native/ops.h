@@ -215,10 +215,11 @@ std::vector<double> decode_read_bandwidth(int w_dtype, int bits, int64_t call_by
 // most 65536 calls) per thread and rep: `reps` rates (all threads' bytes / wall time), then the
 // bytes of W each thread's call reads (membw.cc; empty if the memory cannot be had).
 std::vector<double> decode_compute_rate(int w_dtype, int bits, int64_t bytes, int reps);
-// Every pool thread spins reading the steady clock for `seconds`, all at once, recording each gap
+// Every pool thread spins reading the steady clock for `seconds`, all at once, counting each gap
 // between two reads longer than `min_gap_us` (time the thread did not run): the number of threads
 // T, then per thread its gaps and their total seconds, then the median, 99th percentile and largest
-// gap of all threads in microseconds (0 without gaps): 2 T + 4 numbers (host_stalls.cc).
+// of the threads' first 65536 gaps each, in microseconds (0 without gaps): 2 T + 4 numbers
+// (host_stalls.cc).
 std::vector<double> host_stalls(double seconds, double min_gap_us);
 
 }  // namespace tsorch
