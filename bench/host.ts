@@ -104,14 +104,14 @@ export function decodeKernelReadBandwidth(format: DecodeWeightFormat, callBytes 
  * bytes of weight per second (native decodeComputeRate): every cpu thread calls the kernel (as in
  * decodeKernelReadBandwidth: one activation row, K = 1024) over its own `bytes` of weight (default
  * 256 KiB, within each core's L2 cache on the hosts measured), all threads at once; the median of
- * `reps` rates. For int8 / int4 the kernel runs alone, the activation quantized once per task
- * (a decode step quantizes it once per 1-7 MB call; through session 24 once per 256 KiB call,
- * which put int4 at 0.76-0.84 of the kernel's own rate). Set beside readBandwidth: well above it, the kernels can keep up with memory and a
- * decode step's shortfall lies elsewhere; near it, their compute is what holds a step back. K =
- * 1024 is the input size of most of the Qwen3-0.6B-shaped model's weight bytes; on avx512-vnni its
- * int4 rows take the register-held q4_0 kernel, faster than the one for longer rows (o_proj, down).
- * A rep is a few ms: a thread that loses its CPU for a time slice lowers that rep. Throws if the
- * memory cannot be had.
+ * `reps` rates. For int8 / int4 the kernel runs alone, the activation quantized once per task (a
+ * decode step quantizes it once per 1-7 MB call; through session 24 once per 256 KiB call, which
+ * put int4 at 0.76-0.84 of the kernel's own rate). Set beside readBandwidth: well above it, the
+ * kernels can keep up with memory and a decode step's shortfall lies elsewhere; near it, their
+ * compute is what holds a step back. K = 1024 is the input size of most of the Qwen3-0.6B-shaped
+ * model's weight bytes; on avx512-vnni its int4 rows take the register-held q4_0 kernel, faster
+ * than the one for longer rows (o_proj, down). A rep is a few ms: a thread that loses its CPU for a
+ * time slice lowers that rep. Throws if the memory cannot be had.
  */
 export function decodeKernelComputeRate(format: DecodeWeightFormat, bytes = 256 * 1024, reps = 5) {
   const { wDtype, bits } = formatCodes(format);

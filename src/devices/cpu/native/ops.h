@@ -211,7 +211,7 @@ std::vector<double> read_bandwidth(int64_t bytes, int reps, const std::vector<in
 std::vector<double> decode_read_bandwidth(int w_dtype, int bits, int64_t call_bytes, int64_t bytes, int reps);
 // Bytes/s of the same kernels where W stays in cache: each pool thread calls the kernel over its
 // own weight of about `bytes` (whole rows, at least one; block-quantized weights: the GEMV kernel
-// alone, the activation quantized once per thread), all threads at once, ~256 MiB of weight (at
+// alone, the activation quantized once per task), all threads at once, ~256 MiB of weight (at
 // most 65536 calls) per thread and rep: `reps` rates (all threads' bytes / wall time), then the
 // bytes of W each thread's call reads (membw.cc; empty if the memory cannot be had).
 std::vector<double> decode_compute_rate(int w_dtype, int bits, int64_t bytes, int reps);
