@@ -130,12 +130,12 @@ export function decodeKernelComputeRate(format: DecodeWeightFormat, bytes = 256 
  * reading the clock for `seconds`, all at once, and each gap of over `minGapUs` between two reads
  * is time the thread did not run (an interrupt, the hypervisor's tick, another tenant). Per thread
  * (the mean over the threads): gaps per second and the fraction of the time lost; over all threads'
- * gaps (the first 65536 of each thread): the median, 99th percentile and largest, in microseconds.
- * A decode step joins its threads some 200 times a token, so a thread stopped in the middle of a
- * job holds up the others, where the streaming read behind the bandwidth limit goes on at the other
- * threads' rate: a stall costs a step up to its whole length and the read about half of it (two
- * threads), so by that reckoning stalls lower the decode fraction of the limit by up to about the
- * fraction of time lost (README, "What the host takes away").
+ * gaps (the first 65536 of each thread): the median, 99th percentile and largest, in microseconds,
+ * and the fraction of their time that every thread lost at once (`host_stall_shared_fraction`).
+ * Time all threads lose together (the whole VM off its cores) costs a decode step and the
+ * streaming read behind the bandwidth limit alike, so it leaves the decode fraction of the limit
+ * as it is; time one thread loses alone can hold up a step's other threads at its next join (some
+ * 200 a token) while the read goes on at their rate (README, "What the host takes away").
  */
 export function hostStalls(seconds = 0.5, minGapUs = 2) {
   const r = native().hostStalls(seconds, minGapUs);
@@ -151,5 +151,6 @@ export function hostStalls(seconds = 0.5, minGapUs = 2) {
     host_stall_median_us: +r[1 + 2 * T].toFixed(1),
     host_stall_p99_us: +r[2 + 2 * T].toFixed(1),
     host_stall_max_us: +r[3 + 2 * T].toFixed(1),
+    host_stall_shared_fraction: +r[4 + 2 * T].toFixed(3),
   };
 }

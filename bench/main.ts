@@ -34,7 +34,8 @@
  * in the step's own GEMV call sizes beside whole reads (stepReadBandwidth: decode_step_read_*; its
  * fraction of the whole read is about the most a step of those calls could reach with no compute),
  * and how much of the threads' time the host takes away (hostStalls: host_stall_*, each thread
- * spinning on the clock for 0.5 s; a thread stopped inside a decode job holds up both);
+ * spinning on the clock for 0.5 s; host_stall_shared_fraction: the share all threads lost at once,
+ * which costs the decode and the read alike);
  * batch-1 decode
  * figures are medians of 3 runs, each after one unmeasured run of the same length (eager since
  * session 10; compiled: its compiling call). `--llamacpp DIR` (a folder with

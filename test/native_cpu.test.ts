@@ -194,13 +194,13 @@ test("decodeComputeRate (bench/host.ts): rates with W in cache, then each thread
   assert.throws(() => nat.decodeComputeRate(F32, 4, 1 << 16, 0), /reps/);
 });
 
-test("hostStalls (bench/host.ts): each thread's gaps and lost seconds, then the gaps' median, p99 and largest; bad arguments throw", () => {
+test("hostStalls (bench/host.ts): each thread's gaps and lost seconds, then the gaps' median, p99 and largest, and the share all threads lost at once; bad arguments throw", () => {
   const T = nat.numThreads(), seconds = 0.02;
   // Gaps over 2 us: what the host took. A thread loses at most the call's time, in gaps of over 2 us.
   let t0 = performance.now();
   const r = nat.hostStalls(seconds, 2);
   let wall = (performance.now() - t0) / 1000;
-  assert.equal(r.length, 2 * T + 4);
+  assert.equal(r.length, 2 * T + 5);
   assert.equal(r[0], T);
   for (let t = 0; t < T; t++) {
     const gaps = r[1 + 2 * t], lost = r[2 + 2 * t];
@@ -208,8 +208,15 @@ test("hostStalls (bench/host.ts): each thread's gaps and lost seconds, then the 
     assert.ok(lost >= gaps * 2e-6 && lost <= wall, `thread ${t}: ${lost} s lost in ${gaps} gaps, ${wall} s`);
   }
   const [med, p99, max] = r.slice(2 * T + 1);
-  if (r.some((_, i) => i > 0 && i <= 2 * T && i % 2 === 1 && r[i] > 0)) assert.ok(med > 2 && med <= p99 && p99 <= max, `${med} ${p99} ${max}`);
-  else assert.deepEqual([med, p99, max], [0, 0, 0]);
+  const shared = r[2 * T + 4];
+  if (r.some((_, i) => i > 0 && i <= 2 * T && i % 2 === 1 && r[i] > 0)) {
+    assert.ok(med > 2 && med <= p99 && p99 <= max, `${med} ${p99} ${max}`);
+    // With one thread every gap is every thread's; with more, a share of the time.
+    if (T === 1) assert.equal(shared, 1);
+    else assert.ok(shared >= 0 && shared <= 1, `shared ${shared}`);
+  } else {
+    assert.deepEqual([med, p99, max, shared], [0, 0, 0, 0]);
+  }
   // No threshold: every interval between two clock reads is a gap, so each thread's gaps add up to
   // all the time it spun (at least `seconds`; a clock read takes well under a microsecond).
   t0 = performance.now();

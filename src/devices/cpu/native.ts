@@ -119,7 +119,8 @@ export interface NativeCpu {
    * gap between two reads longer than `minGapUs` microseconds (time the thread did not run: an
    * interrupt, the hypervisor, another tenant): the number of threads T, then for each thread its
    * gaps and their total seconds, then the median, 99th percentile and largest of the threads'
-   * first 65536 gaps each, in microseconds (0 without gaps); 2 T + 4 numbers. For benchmarks
+   * first 65536 gaps each, in microseconds (0 without gaps), then the fraction of those gaps' time
+   * that all T threads lost at once (1 with one thread, 0 without gaps); 2 T + 5 numbers. For benchmarks
    * (bench/host.ts). Throws RangeError for seconds outside (0, 10] or minGapUs outside [0, 1e6]
    * (NaN included), TypeError for arguments that are not numbers.
    */

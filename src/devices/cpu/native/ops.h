@@ -218,8 +218,9 @@ std::vector<double> decode_compute_rate(int w_dtype, int bits, int64_t bytes, in
 // Every pool thread spins reading the steady clock for `seconds`, all at once, counting each gap
 // between two reads longer than `min_gap_us` (time the thread did not run): the number of threads
 // T, then per thread its gaps and their total seconds, then the median, 99th percentile and largest
-// of the threads' first 65536 gaps each, in microseconds (0 without gaps): 2 T + 4 numbers
-// (host_stalls.cc).
+// of the threads' first 65536 gaps each, in microseconds (0 without gaps), then the fraction of
+// those gaps' time that all T threads lost at once (1 with one thread, 0 without gaps): 2 T + 5
+// numbers (host_stalls.cc).
 std::vector<double> host_stalls(double seconds, double min_gap_us);
 
 }  // namespace tsorch
