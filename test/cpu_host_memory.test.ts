@@ -83,3 +83,12 @@ test("a model loaded on cpu as stored reads its checkpoint instead of mapping it
   assert.ok(model.config, "loaded");
   assert.ok(!mappedFiles().some((l) => l.includes(STORIES)), "the checkpoint file is not mapped");
 });
+
+test("writeSync overwrites a cpu storage's bytes in place (a tensor on it reads them); bytes that do not fit throw", async () => {
+  const t = T.tensor(Int32Array.from([1, 2, 3, 4]), { dtype: "int32" });
+  const dev = t.device;
+  dev.writeSync!(t.storage, 4, new Uint8Array(Int32Array.from([20, 30]).buffer));
+  assert.deepEqual(Array.from(await t.data(), Number), [1, 20, 30, 4]);
+  assert.throws(() => dev.writeSync!(t.storage, 12, new Uint8Array(8)), /writeSync: 8 bytes at offset 12 do not fit a storage of 16 bytes/);
+  assert.throws(() => dev.writeSync!(t.storage, -4, new Uint8Array(4)), RangeError);
+});

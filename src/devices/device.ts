@@ -50,6 +50,12 @@ export interface Device {
   read(storage: Storage, offset: number, nbytes: number): Promise<Uint8Array>;
   /** Synchronous read, for devices whose memory the host can read directly (cpu). */
   readSync?(storage: Storage, offset: number, nbytes: number): Uint8Array;
+  /**
+   * Optional, for devices whose kernels run synchronously on host memory (cpu): overwrite
+   * `bytes.byteLength` bytes of `storage` from byte `offset`, now (no kernel is in flight to
+   * read the old ones). Throws RangeError when the bytes do not fit.
+   */
+  writeSync?(storage: Storage, offset: number, bytes: Uint8Array): void;
   /** Wait until all work enqueued on this device has finished. */
   synchronize(): Promise<void>;
   /** Optional: give memory back early (otherwise the garbage collector frees it). */

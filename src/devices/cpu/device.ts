@@ -81,6 +81,13 @@ export class CpuDevice implements Device {
     return (storage.handle as Uint8Array).subarray(offset, offset + nbytes);
   }
 
+  writeSync(storage: Storage, offset: number, bytes: Uint8Array): void {
+    if (!Number.isInteger(offset) || offset < 0 || offset + bytes.byteLength > storage.nbytes) {
+      throw new RangeError(`writeSync: ${bytes.byteLength} bytes at offset ${offset} do not fit a storage of ${storage.nbytes} bytes`);
+    }
+    (storage.handle as Uint8Array).set(bytes, offset);
+  }
+
   async read(storage: Storage, offset: number, nbytes: number): Promise<Uint8Array> {
     return this.readSync(storage, offset, nbytes).slice();
   }
