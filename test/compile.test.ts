@@ -150,6 +150,34 @@ test("compile: a call is matched against the previous call's guards first; alias
   assert.equal(st.cacheHits, 4);
 });
 
+test("compile: a call passing the last call's objects but for new tensors of the same signature is matched by identity; a new tensor on a shared storage, a replaced aliased one or a mutated container is not", async () => {
+  torch.compiler.reset();
+  const f = torch.compile(function twice(a: torch.Tensor, b: torch.Tensor, k: number) { return a.mul(k).add(b); });
+  const a = rand([3, 5], 31), b = rand([3, 5], 32), c = rand([3, 5], 33), e = rand([3, 5], 34);
+  await close(f(a, b, 2), a.mul(2).add(b), 0, "first call");
+  await close(f(c, b, 2), c.mul(2).add(b), 0, "a new tensor for a");
+  await close(f(c, b, 2), c.mul(2).add(b), 0, "the same objects");
+  let st = torch.compiler.stats();
+  assert.deepEqual([st.compiles, st.cacheHits], [1, 2]);
+  // A new tensor of the same signature on b's storage: the arguments now alias.
+  const d = b.reshape([3, 5]);
+  await close(f(d, b, 2), b.mul(2).add(b), 0, "a view of b for a");
+  st = torch.compiler.stats();
+  assert.equal(st.compiles, 2);
+  assert.match(st.recompileReasons.at(-1)!, /twice: args\[1\]: aliasing changed/);
+  // Replacing the aliased tensor by a distinct one: back to the first graph (by key, no compile).
+  await close(f(e, b, 2), e.mul(2).add(b), 0, "a distinct tensor again");
+  st = torch.compiler.stats();
+  assert.deepEqual([st.compiles, st.cacheHits], [2, 3]);
+  // A container mutated in place between calls is a new call however it is passed.
+  const g = torch.compile(function total(xs: torch.Tensor[]) { return xs.reduce((s, x) => s.add(x)); });
+  const xs = [a, b];
+  await close(g(xs), a.add(b), 0, "two tensors");
+  xs.push(c);
+  await close(g(xs), a.add(b).add(c), 0, "three tensors, the same array");
+  assert.match(torch.compiler.stats().recompileReasons.at(-1)!, /total: args\[0\]: expected array\(2\), got array\(3\)/);
+});
+
 test("compile: guards see each argument's structure: an empty or reshaped container, another class, -0 and another symbol are new calls", async () => {
   torch.compiler.reset();
   const x = rand([2, 3], 31);

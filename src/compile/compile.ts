@@ -24,7 +24,7 @@ import type { Device } from "../devices/device.js";
 import { Module, parameterEpoch } from "../nn/module.js";
 import type { Tensor } from "../tensor/tensor.js";
 import { capture, capturing } from "./capture.js";
-import { flattenArgs, guardKey, nearestFailedGuard, sameLeaves, type Leaf } from "./guards.js";
+import { flattenArgs, guardKey, leavesByIdentity, nearestFailedGuard, recentCall, sameLeaves, type Leaf, type RecentCall } from "./guards.js";
 import { GraphProgram, hiddenTensor } from "./program.js";
 import { cacheGeneration, record } from "./stats.js";
 
@@ -69,6 +69,8 @@ export function compile<F extends (...args: any[]) => any>(target: F | Forward<F
   const name = opts.name ?? (target instanceof Module ? target.constructor.name : target.name || "<anonymous>");
   const cache = new Map<string, Entry>();
   let latest: Entry | null = null;
+  /** The last call, when it guarded as `latest` (leavesByIdentity matches the next one against it). */
+  let recent: RecentCall | null = null;
   let watched = params();
   let watchedEpoch = parameterEpoch();
   let generation = cacheGeneration();
@@ -97,13 +99,16 @@ export function compile<F extends (...args: any[]) => any>(target: F | Forward<F
       if (latest) record.recompile(name, `parameter ${replaced} was replaced by another tensor`);
       latest = null;
     }
-    const leaves = flattenArgs(args);
-    // A call guarded like the last one (each decode step) is matched leaf by leaf; others by key.
-    const same = latest && sameLeaves(latest.leaves, leaves) ? latest : null;
+    // A call guarded like the last one (each decode step) is matched by identity where it can be,
+    // else leaf by leaf; others by key.
+    const byIdentity = latest && recent ? leavesByIdentity(recent, args) : null;
+    const leaves = byIdentity ?? flattenArgs(args);
+    const same = byIdentity || (latest && sameLeaves(latest.leaves, leaves)) ? latest : null;
     const key = same ? "" : guardKey(leaves);
     const hit = same ?? cache.get(key);
     if (hit) {
       latest = hit;
+      if (!byIdentity) recent = recentCall(args, leaves);
       if (!hit.program) return fn.apply(this, args);
       record.hit();
       return hit.program.run(leaves);
@@ -124,6 +129,7 @@ export function compile<F extends (...args: any[]) => any>(target: F | Forward<F
       record.graph(name, program.info);
     }
     latest = { leaves, program };
+    recent = recentCall(args, leaves);
     cache.set(key, latest);
     return cap.result;
   };

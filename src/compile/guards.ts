@@ -16,6 +16,7 @@
  * this way (in a loop of checks; inside int4 decode, whose steps evict the CPU caches the check
  * reads, 93-258 -> 31-77 us; AMD EPYC Zen 5).
  */
+import type { Storage } from "../devices/device.js";
 import { Module } from "../nn/module.js";
 import { Tensor } from "../tensor/tensor.js";
 
@@ -122,6 +123,64 @@ export function sameLeaves(a: readonly Leaf[], b: readonly Leaf[]): boolean {
   if (a.length !== b.length) return false;
   for (let i = 0; i < a.length; i++) if (a[i].path !== b[i].path || !sameLeaf(a[i], b[i])) return false;
   return true;
+}
+
+/**
+ * A call's arguments and leaves, kept to match the next call by identity (leavesByIdentity):
+ * `storages[i]` is argument i's storage (null for a non-tensor). Made where every argument is a
+ * tensor or a primitive (each one leaf), else null.
+ */
+export interface RecentCall {
+  args: readonly unknown[];
+  leaves: readonly Leaf[];
+  storages: (Storage | null)[];
+}
+
+/** The RecentCall of a call (`leaves`: its flattened arguments), or null when an argument is a container or an object other than a Tensor. */
+export function recentCall(args: readonly unknown[], leaves: readonly Leaf[]): RecentCall | null {
+  if (leaves.length !== args.length) return null;
+  const storages: (Storage | null)[] = [];
+  for (const a of args) {
+    if (a instanceof Tensor) storages.push(a.storage);
+    else if (a === null || (typeof a !== "object" && typeof a !== "function")) storages.push(null);
+    else return null;
+  }
+  return { args, leaves, storages };
+}
+
+/**
+ * The leaves of `args` if the call guards as `recent`'s did, decided by identity: every argument
+ * is the same value (Object.is) as in `recent`, or a new Tensor of the same signature on a storage
+ * that no other argument uses, replacing one whose storage no other argument used (so every alias
+ * stays as it was). Else null: the caller flattens the call and checks it as usual. A decode step
+ * passes the same KV buffers (56 for the Qwen3-0.6B-shaped model) and a new ids tensor every
+ * step; matched this way, the call skips signing and aliasing every argument, ~40 us of JavaScript
+ * a token there with the caches cold. On success `recent` becomes this call's (its storages
+ * updated in place).
+ */
+export function leavesByIdentity(recent: RecentCall, args: readonly unknown[]): Leaf[] | null {
+  const { args: prev, leaves, storages } = recent, n = args.length;
+  if (prev.length !== n) return null;
+  let changed: number[] | null = null;
+  for (let i = 0; i < n; i++) {
+    if (Object.is(args[i], prev[i])) continue;
+    const a = args[i], l = leaves[i];
+    if (!(a instanceof Tensor) || !l.tensor || tensorSig(a) !== l.sig) return null;
+    (changed ??= []).push(i);
+  }
+  if (!changed) return recent.leaves as Leaf[];
+  const next = storages.slice();
+  for (const i of changed) {
+    const old = next[i], now = (args[i] as Tensor).storage;
+    for (let j = 0; j < n; j++) if (j !== i && (next[j] === old || next[j] === now)) return null;
+    next[i] = now;
+  }
+  const out = leaves.slice();
+  for (const i of changed) out[i] = { path: leaves[i].path, tensor: args[i] as Tensor, alias: (leaves[i] as TensorLeaf).alias, sig: leaves[i].sig };
+  recent.args = args;
+  recent.leaves = out;
+  recent.storages = next;
+  return out;
 }
 
 /** Arrays, plain objects and instances of user classes are walked; built-ins (Map, typed arrays,
