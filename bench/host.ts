@@ -131,7 +131,8 @@ export function decodeKernelComputeRate(format: DecodeWeightFormat, bytes = 256 
  * is time the thread did not run (an interrupt, the hypervisor's tick, another tenant). Per thread
  * (the mean over the threads): gaps per second and the fraction of the time lost; over all threads'
  * gaps (the first 65536 of each thread): the median, 99th percentile and largest, in microseconds,
- * and the fraction of their time that every thread lost at once (`host_stall_shared_fraction`).
+ * and the fraction of their time that every thread lost at once (`host_stall_shared_fraction`,
+ * over the span every thread recorded; null when a thread ran after another's).
  * Time all threads lose together (the whole VM off its cores) costs a decode step and the
  * streaming read behind the bandwidth limit alike, so it leaves the decode fraction of the limit
  * as it is; time one thread loses alone can hold up a step's other threads at its next join (some
@@ -151,6 +152,6 @@ export function hostStalls(seconds = 0.5, minGapUs = 2) {
     host_stall_median_us: +r[1 + 2 * T].toFixed(1),
     host_stall_p99_us: +r[2 + 2 * T].toFixed(1),
     host_stall_max_us: +r[3 + 2 * T].toFixed(1),
-    host_stall_shared_fraction: +r[4 + 2 * T].toFixed(3),
+    host_stall_shared_fraction: Number.isNaN(r[4 + 2 * T]) ? null : +r[4 + 2 * T].toFixed(3),
   };
 }

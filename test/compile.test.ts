@@ -15,6 +15,7 @@ import { Linear } from "../src/nn/layers.js";
 import { quantizeLinears } from "../src/nn/quantized.js";
 import { ropeCosSin } from "../src/nn/rotary.js";
 import { AutoModelForCausalLM } from "../src/transformers/index.js";
+import { flattenArgs, guardKey, leavesByIdentity, recentCall } from "../src/compile/guards.js";
 import { maxAbsDiff, missing, readJson, STORIES } from "./helpers/shared.js";
 import { webgpuOrSkip } from "./helpers/webgpu.js";
 import { graphLog } from "./helpers/graph_log.js";
@@ -176,6 +177,32 @@ test("compile: a call passing the last call's objects but for new tensors of the
   xs.push(c);
   await close(g(xs), a.add(b).add(c), 0, "three tensors, the same array");
   assert.match(torch.compiler.stats().recompileReasons.at(-1)!, /total: args\[0\]: expected array\(2\), got array\(3\)/);
+});
+
+test("compile guards: leavesByIdentity accepts exactly the calls that flatten to the same guards, with each leaf on the new call's tensor", () => {
+  const a = rand([3, 5], 41), b = rand([3, 5], 42), c = rand([3, 5], 43), wide = rand([3, 6], 44);
+  const recentOf = (args: unknown[]) => recentCall(args, flattenArgs(args))!;
+  // A new tensor of the same signature on its own storage: the same guards, its leaf on it.
+  let recent = recentOf([a, b, 2]);
+  const leaves = leavesByIdentity(recent, [c, b, 2]);
+  assert.ok(leaves, "a new tensor for a");
+  assert.equal(leaves[0].tensor, c);
+  assert.equal(leaves[1].tensor, b);
+  assert.equal(guardKey(leaves), guardKey(flattenArgs([c, b, 2])));
+  assert.deepEqual(recent.args, [c, b, 2], "the recent call is now this one");
+  assert.equal(leavesByIdentity(recent, [c, b, 2]), recent.leaves, "the same objects: the same leaves");
+  // Everything else takes the full check.
+  recent = recentOf([a, b, 2]);
+  assert.equal(leavesByIdentity(recent, [b.reshape([3, 5]), b, 2]), null, "a view of b: the arguments now alias");
+  assert.equal(leavesByIdentity(recent, [b, a, 2]), null, "swapped");
+  assert.equal(leavesByIdentity(recent, [wide, b, 2]), null, "another shape");
+  assert.equal(leavesByIdentity(recent, [a, b, 3]), null, "another number");
+  assert.equal(leavesByIdentity(recentOf([a, b, 0]), [a, b, -0]), null, "-0 after 0");
+  assert.ok(leavesByIdentity(recentOf([a, b, Number.NaN]), [a, b, Number.NaN]), "NaN after NaN: the same guard");
+  const view = a.reshape([3, 5]);
+  assert.equal(leavesByIdentity(recentOf([a, view, 2]), [c, view, 2]), null, "replacing a tensor that shared its storage");
+  assert.equal(leavesByIdentity(recentOf([a, b, 2]), [a, b]), null, "fewer arguments");
+  assert.equal(recentCall([[a], b], flattenArgs([[a], b])), null, "a container: never matched by identity");
 });
 
 test("compile: guards see each argument's structure: an empty or reshaped container, another class, -0 and another symbol are new calls", async () => {

@@ -80,7 +80,7 @@ export function compile<F extends (...args: any[]) => any>(target: F | Forward<F
     if (capturing()) return fn.apply(this, args);
     if (generation !== cacheGeneration()) {
       cache.clear();
-      latest = null;
+      latest = recent = null;
       overLimit = false;
       generation = cacheGeneration();
     }
@@ -97,7 +97,7 @@ export function compile<F extends (...args: any[]) => any>(target: F | Forward<F
       cache.clear();
       overLimit = false;
       if (latest) record.recompile(name, `parameter ${replaced} was replaced by another tensor`);
-      latest = null;
+      latest = recent = null;
     }
     // A call guarded like the last one (each decode step) is matched by identity where it can be,
     // else leaf by leaf; others by key.

@@ -120,7 +120,9 @@ export interface NativeCpu {
    * interrupt, the hypervisor, another tenant): the number of threads T, then for each thread its
    * gaps and their total seconds, then the median, 99th percentile and largest of the threads'
    * first 65536 gaps each, in microseconds (0 without gaps), then the fraction of those gaps' time
-   * that all T threads lost at once (1 with one thread, 0 without gaps); 2 T + 5 numbers. For benchmarks
+   * that all T threads lost at once, over the span every thread recorded (1 with one thread that
+   * had gaps, 0 without gaps, NaN when the threads' spans do not overlap: a task run after
+   * another's); 2 T + 5 numbers. For benchmarks
    * (bench/host.ts). Throws RangeError for seconds outside (0, 10] or minGapUs outside [0, 1e6]
    * (NaN included), TypeError for arguments that are not numbers.
    */

@@ -219,7 +219,8 @@ std::vector<double> decode_compute_rate(int w_dtype, int bits, int64_t bytes, in
 // between two reads longer than `min_gap_us` (time the thread did not run): the number of threads
 // T, then per thread its gaps and their total seconds, then the median, 99th percentile and largest
 // of the threads' first 65536 gaps each, in microseconds (0 without gaps), then the fraction of
-// those gaps' time that all T threads lost at once (1 with one thread, 0 without gaps): 2 T + 5
+// those gaps' time that all T threads lost at once, over the span every thread recorded (1 with
+// one thread that had gaps, 0 without gaps, NaN when the threads' spans do not overlap): 2 T + 5
 // numbers (host_stalls.cc).
 std::vector<double> host_stalls(double seconds, double min_gap_us);
 
