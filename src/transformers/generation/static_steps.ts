@@ -99,6 +99,13 @@ function takeCache(model: PreTrainedModel, B: number, capacity: number, dtype: D
   return StaticKVCache.allocate(model.kvHeads(), B, capacity, dtype, model.device);
 }
 
+/** A step's positions [B, L] and slots [B * L]: two views of `both`, int32 [2, B * L]. */
+interface Places {
+  both: Tensor;
+  positions: Tensor;
+  slots: Tensor;
+}
+
 /**
  * The prefill and decode forwards of one generation on a StaticKVCache (a reused one when the
  * model has an idle one of this shape; `release` hands it back). `prompts`: each
@@ -121,7 +128,7 @@ export class StaticSteps {
    * (Made per step, they cost the Qwen3-0.6B-shaped int4 decode ~40 us of JavaScript a token, AMD
    * EPYC Zen 5: the step before streams the CPU caches out.) Null elsewhere: a fresh upload each step.
    */
-  private readonly decodePlaces: { both: Tensor; positions: Tensor; slots: Tensor } | null;
+  private readonly decodePlaces: Places | null;
 
   constructor(private readonly model: PreTrainedModel, private readonly prompts: number[][], newTokens: number, dtype: DType, wrap: StepWrapper) {
     const B = prompts.length;
@@ -135,12 +142,7 @@ export class StaticSteps {
     this.tables = this.int32(rowIds, [B, 1]);
     this.decodeRows = this.int32(rowIds, [B]);
     this.buffers = this.cache.pools.flatMap((p) => [p.keys, p.values]);
-    if (model.device.writeSync) {
-      const both = this.int32(new Array<number>(2 * B).fill(0), [2, B]);
-      this.decodePlaces = { both, positions: both.select(0, 0).reshape([B, 1]), slots: both.select(0, 1) };
-    } else {
-      this.decodePlaces = null;
-    }
+    this.decodePlaces = model.device.writeSync ? this.uploadPlaces(prompts.map(() => [0])) : null;
   }
 
   /** The generation is over: its KV cache may serve the next one (call once, as the last call). */
@@ -155,12 +157,21 @@ export class StaticSteps {
     return fromBytes(encode(xs, "int32"), "int32", shape, this.model.device);
   }
 
-  private run(step: StaticStepFn, ids: Tensor, positions: number[][], rows: Tensor, logitRows: Tensor): Tensor {
-    const cap = this.cache.capacity, L = positions[0].length;
-    const slots = positions.flatMap((r, b) => r.map((p) => b * cap + p));
-    // Positions and slots in one upload, passed as two views of it.
-    const both = this.int32([...positions.flat(), ...slots], [2, slots.length]);
-    return step(ids, both.select(0, 0).reshape([positions.length, L]), both.select(0, 1), rows, this.tables, logitRows, ...this.buffers);
+  /** Each position of `positions` [B][L], then its cache slot (row * capacity + position): the int32 values of a step's positions and slots. */
+  private placeValues(positions: number[][]): number[] {
+    const cap = this.cache.capacity;
+    return [...positions.flat(), ...positions.flatMap((r, b) => r.map((p) => b * cap + p))];
+  }
+
+  /** Positions [B, L] and slots [B * L] of a step, in one upload passed as two views of it. */
+  private uploadPlaces(positions: number[][]): Places {
+    const B = positions.length, L = positions[0].length;
+    const both = this.int32(this.placeValues(positions), [2, B * L]);
+    return { both, positions: both.select(0, 0).reshape([B, L]), slots: both.select(0, 1) };
+  }
+
+  private run(step: StaticStepFn, ids: Tensor, positions: number[][], rows: Tensor, logitRows: Tensor, places = this.uploadPlaces(positions)): Tensor {
+    return step(ids, places.positions, places.slots, rows, this.tables, logitRows, ...this.buffers);
   }
 
   private runPrefill(step: StaticStepFn): Tensor {
@@ -173,15 +184,9 @@ export class StaticSteps {
   }
 
   private runDecode(step: StaticStepFn, ids: Tensor, index: number): Tensor {
-    const places = this.decodePlaces;
-    if (!places) return this.run(step, ids, this.lengths.map((n) => [n + index]), this.decodeRows, this.tables);
-    const B = this.lengths.length, cap = this.cache.capacity, values = new Int32Array(2 * B);
-    this.lengths.forEach((n, b) => {
-      values[b] = n + index;
-      values[B + b] = b * cap + n + index;
-    });
-    places.both.device.writeSync!(places.both.storage, places.both.byteOffset, new Uint8Array(values.buffer));
-    return step(ids, places.positions, places.slots, this.decodeRows, this.tables, this.tables, ...this.buffers);
+    const positions = this.lengths.map((n) => [n + index]), places = this.decodePlaces;
+    if (places) places.both.device.writeSync!(places.both.storage, places.both.byteOffset, encode(this.placeValues(positions), "int32"));
+    return this.run(step, ids, positions, this.decodeRows, this.tables, places ?? undefined);
   }
 
   /** Prefill the prompts: logits [B, 1, vocab] of each row's last token. */
